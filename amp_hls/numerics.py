@@ -1,0 +1,315 @@
+"""The numeric model: float32 (or float64 for gradient checks) and bit-exact fixed point.
+
+Every fixed-point rule of the project lives here and nowhere else; the C++ and SystemVerilog
+headers are generated from these definitions (design §5).
+
+Fixed point is signed two's complement: a value ``q`` of ``Precision(width, frac)`` means
+``q / 2**frac``. Three tensor classes each have their own precision: ``data`` (forward
+activations), ``weights`` and ``grads`` (backward payloads). Products are accumulated exactly in
+int64 and clamped to a 48-bit accumulator (the DSP48 P register); validation bounds fan-in so a
+48-bit register can never overflow mid-sum, which makes "exact, then clamp" equal to what the
+hardware does.
+
+One rounding rule: add half an LSB, then arithmetic shift right (round half up). One narrowing
+rule: round, then saturate to the target precision, counting every saturated element.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from .errors import NumericsError
+
+ACC_BITS = 48
+ACC_MIN = -(1 << (ACC_BITS - 1))
+ACC_MAX = (1 << (ACC_BITS - 1)) - 1
+
+Mode = Literal["float", "fixed"]
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Signed fixed-point format: ``width`` bits in all, ``frac`` of them after the point."""
+
+    width: int
+    frac: int
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.width, int) and isinstance(self.frac, int)):
+            raise NumericsError(f"Precision fields must be int, got {self!r}")
+        if not 2 <= self.width <= 32:
+            raise NumericsError(f"Precision width must be in [2, 32], got {self.width}")
+        if not 0 <= self.frac < self.width:
+            raise NumericsError(f"Precision frac must be in [0, width), got {self.frac}")
+
+    @property
+    def qmin(self) -> int:
+        return -(1 << (self.width - 1))
+
+    @property
+    def qmax(self) -> int:
+        return (1 << (self.width - 1)) - 1
+
+    @property
+    def one(self) -> int:
+        """The integer that represents 1.0 (it may not be representable: see qmax)."""
+        return 1 << self.frac
+
+    @property
+    def lsb(self) -> float:
+        return 2.0**-self.frac
+
+    def __str__(self) -> str:
+        return f"Q{self.width}.{self.frac}"
+
+    def to_json(self) -> dict[str, int]:
+        return {"width": self.width, "frac": self.frac}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> Precision:
+        try:
+            return cls(int(doc["width"]), int(doc["frac"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise NumericsError(f"malformed precision {doc!r}: {exc}") from None
+
+
+class SaturationCounter:
+    """Counts saturated elements per site (e.g. ``'fc1.fwd'``) so users see where range ran out."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def add(self, site: str, n: int) -> None:
+        if n:
+            self.counts[site] += n
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.counts)
+
+
+@dataclass(frozen=True)
+class NumericConfig:
+    """How an executor computes: ``float`` (dtype float32/float64) or ``fixed``."""
+
+    mode: Mode = "float"
+    data: Precision = Precision(16, 10)
+    weights: Precision = Precision(16, 12)
+    grads: Precision = Precision(16, 12)
+    float_dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("float", "fixed"):
+            raise NumericsError(f"numerics mode must be 'float' or 'fixed', got {self.mode!r}")
+        if self.float_dtype not in ("float32", "float64"):
+            raise NumericsError(f"float_dtype must be float32 or float64, got {self.float_dtype!r}")
+
+    @property
+    def fixed(self) -> bool:
+        return self.mode == "fixed"
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The payload dtype: int64 holding fixed-point integers, or the float dtype."""
+        return np.dtype(np.int64) if self.fixed else np.dtype(self.float_dtype)
+
+    @property
+    def grad_acc_frac(self) -> int:
+        """Fraction bits of a weight-gradient accumulator: grads x data products."""
+        return self.grads.frac + self.data.frac
+
+    def to_json(self) -> dict:
+        return {
+            "mode": self.mode,
+            "data": self.data.to_json(),
+            "weights": self.weights.to_json(),
+            "grads": self.grads.to_json(),
+            "float_dtype": self.float_dtype,
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict) -> NumericConfig:
+        try:
+            return cls(
+                mode=doc["mode"],
+                data=Precision.from_json(doc["data"]),
+                weights=Precision.from_json(doc["weights"]),
+                grads=Precision.from_json(doc["grads"]),
+                float_dtype=doc.get("float_dtype", "float32"),
+            )
+        except (KeyError, TypeError) as exc:
+            raise NumericsError(f"malformed numeric config: {exc}") from None
+
+
+FLOAT32 = NumericConfig("float")
+FLOAT64 = NumericConfig("float", float_dtype="float64")
+
+
+# --- the rules -----------------------------------------------------------------------------
+
+
+def _as_int64(v: np.ndarray | int) -> np.ndarray:
+    return np.asarray(v, dtype=np.int64)
+
+
+def round_shift(v: np.ndarray | int, shift: int) -> np.ndarray:
+    """Divide by ``2**shift`` with the project's one rounding rule: add half an LSB, shift.
+
+    ``shift <= 0`` multiplies exactly. Arithmetic shift floors, so halves round towards +inf.
+    """
+    v = _as_int64(v)
+    if shift > 0:
+        return (v + (1 << (shift - 1))) >> shift
+    if shift < 0:
+        return v << -shift
+    return v
+
+
+def saturate(
+    v: np.ndarray | int, p: Precision, counter: SaturationCounter | None = None, site: str = ""
+) -> np.ndarray:
+    """Clamp to ``p``'s range, counting clamped elements into ``counter`` under ``site``."""
+    v = _as_int64(v)
+    out = np.clip(v, p.qmin, p.qmax)
+    if counter is not None:
+        counter.add(site, int(np.count_nonzero(out != v)))
+    return out
+
+
+def saturate_acc(
+    v: np.ndarray | int, counter: SaturationCounter | None = None, site: str = ""
+) -> np.ndarray:
+    """Clamp to the 48-bit accumulator range."""
+    v = _as_int64(v)
+    out = np.clip(v, ACC_MIN, ACC_MAX)
+    if counter is not None:
+        counter.add(site, int(np.count_nonzero(out != v)))
+    return out
+
+
+def narrow(
+    acc: np.ndarray | int,
+    shift: int,
+    p: Precision,
+    counter: SaturationCounter | None = None,
+    site: str = "",
+) -> np.ndarray:
+    """Round away ``shift`` fraction bits, then saturate to ``p``: every narrowing uses this."""
+    return saturate(round_shift(acc, shift), p, counter, site)
+
+
+def quantize(
+    x: np.ndarray | float, p: Precision, counter: SaturationCounter | None = None, site: str = ""
+) -> np.ndarray:
+    """Real values to fixed point: ``floor(x * 2**frac + 1/2)``, saturated."""
+    x = np.asarray(x, dtype=np.float64)
+    if not np.all(np.isfinite(x)):
+        raise NumericsError(f"cannot quantize non-finite values at {site or 'input'}")
+    scaled = np.floor(x * float(p.one) + 0.5)
+    # clip in float first so huge values cannot overflow the int64 conversion
+    clipped = np.clip(scaled, p.qmin, p.qmax)
+    if counter is not None:
+        counter.add(site, int(np.count_nonzero(clipped != scaled)))
+    return clipped.astype(np.int64)
+
+
+def dequantize(q: np.ndarray | int, p: Precision) -> np.ndarray:
+    return _as_int64(q).astype(np.float64) / float(p.one)
+
+
+def requantize(
+    q: np.ndarray | int,
+    src: Precision,
+    dst: Precision,
+    counter: SaturationCounter | None = None,
+    site: str = "",
+) -> np.ndarray:
+    """Move integers from one precision to another with the one narrowing rule."""
+    return narrow(q, src.frac - dst.frac, dst, counter, site)
+
+
+def max_fan_in(a: Precision, b: Precision) -> int:
+    """The most products of ``a x b`` values a 48-bit accumulator can sum without overflow."""
+    largest_product = (1 << (a.width - 1)) * (1 << (b.width - 1))
+    return ACC_MAX // largest_product
+
+
+# --- lookup tables for nonlinearities -------------------------------------------------------
+
+LUT_INDEX_BITS = 10  # at most 1024 entries per table
+LUT_RANGE_EXP = 3  # tables cover inputs in [-8, 8); outside, the end entries hold
+
+_LUT_FUNCTIONS = {
+    "tanh": math.tanh,
+    "sigmoid": lambda x: 1.0 / (1.0 + math.exp(-x)),
+}
+LUT_KINDS = tuple(_LUT_FUNCTIONS)
+
+
+@dataclass(frozen=True)
+class ActivationTable:
+    """A nonlinearity as a table over the input's integer range (same table in C++ and SV).
+
+    The input ``q`` (precision ``prec``) is clamped to ``[lo, hi]``, then
+    ``index = (q - lo) >> shift``. Entry ``i`` is the function at the middle of its bin,
+    quantised to ``prec``.
+    """
+
+    kind: str
+    prec: Precision
+    index_bits: int
+    shift: int
+    lo: int
+    hi: int
+    values: tuple[int, ...]
+
+    def lookup(self, q: np.ndarray) -> np.ndarray:
+        idx = (np.clip(_as_int64(q), self.lo, self.hi) - self.lo) >> self.shift
+        return np.asarray(self.values, dtype=np.int64)[idx]
+
+
+_TABLE_CACHE: dict[tuple[str, Precision], ActivationTable] = {}
+
+
+def activation_table(kind: str, prec: Precision) -> ActivationTable:
+    """Build (once) the lookup table of ``kind`` for inputs and outputs in ``prec``."""
+    key = (kind, prec)
+    if key in _TABLE_CACHE:
+        return _TABLE_CACHE[key]
+    if kind not in _LUT_FUNCTIONS:
+        raise NumericsError(f"no lookup table for {kind!r}; known: {', '.join(LUT_KINDS)}")
+    fn = _LUT_FUNCTIONS[kind]
+    span_bits = prec.frac + LUT_RANGE_EXP + 1  # log2 of the number of integers in [-R, R)
+    index_bits = min(LUT_INDEX_BITS, span_bits, prec.width)
+    shift = span_bits - index_bits
+    lo = max(-(1 << (prec.frac + LUT_RANGE_EXP)), prec.qmin)
+    hi = min((1 << (prec.frac + LUT_RANGE_EXP)) - 1, prec.qmax)
+    n = ((hi - lo) >> shift) + 1
+    mid = lo + np.arange(n, dtype=np.float64) * (1 << shift) + ((1 << shift) - 1) / 2.0
+    real = np.array([fn(m / prec.one) for m in mid])
+    values = tuple(int(v) for v in quantize(real, prec))
+    table = ActivationTable(kind, prec, index_bits, shift, lo, hi, values)
+    _TABLE_CACHE[key] = table
+    return table
+
+
+def lut_error_bound(table: ActivationTable) -> float:
+    """The worst real-valued error of ``table`` against its function (used by tests and docs).
+
+    Half a bin times the function's steepest slope, plus half an LSB for rounding the entry,
+    plus the function's change beyond the clamped range.
+    """
+    fn = _LUT_FUNCTIONS[table.kind]
+    max_slope = 1.0 if table.kind == "tanh" else 0.25
+    half_bin = ((1 << table.shift) - 1) / 2.0 / table.prec.one
+    lo, hi = table.lo / table.prec.one, table.hi / table.prec.one
+    tail = max(abs(1.0 - fn(hi)), abs(fn(lo) - (-1.0 if table.kind == "tanh" else 0.0)))
+    return half_bin * max_slope + table.prec.lsb / 2 + tail + 1e-12
