@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+
 from ..errors import IRError
 from .names import check_identifier
 from .nodes import EdgeSpec, Node, in_port, out_port

@@ -1,0 +1,29 @@
+# amp-hls: one-command setup, test and demo. Everything installs from this repository's own files.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+EXTRAS := dev,data
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup test demo lint clean
+
+setup: $(STAMP)
+
+# Re-install whenever the project's metadata changes; a plain re-run is a no-op (idempotent).
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
+	@touch $@
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+demo: setup
+	$(BIN)/amp-hls demo
+
+lint: setup
+	$(BIN)/ruff check amp_hls tests
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .ruff_cache .hypothesis
