@@ -40,7 +40,7 @@ class Precision:
     frac: int
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.width, int) and isinstance(self.frac, int)):
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (self.width, self.frac)):
             raise NumericsError(f"Precision fields must be int, got {self!r}")
         if not 2 <= self.width <= 32:
             raise NumericsError(f"Precision width must be in [2, 32], got {self.width}")
@@ -73,8 +73,8 @@ class Precision:
     @classmethod
     def from_json(cls, doc: dict) -> Precision:
         try:
-            return cls(int(doc["width"]), int(doc["frac"]))
-        except (KeyError, TypeError, ValueError) as exc:
+            return cls(doc["width"], doc["frac"])  # no int(): it would truncate 16.7 to 16
+        except (KeyError, TypeError) as exc:
             raise NumericsError(f"malformed precision {doc!r}: {exc}") from None
 
 
@@ -109,6 +109,9 @@ class NumericConfig:
     def __post_init__(self) -> None:
         if self.mode not in ("float", "fixed"):
             raise NumericsError(f"numerics mode must be 'float' or 'fixed', got {self.mode!r}")
+        for name in ("data", "weights", "grads"):
+            if not isinstance(getattr(self, name), Precision):
+                raise NumericsError(f"{name} must be a Precision, got {getattr(self, name)!r}")
         if self.float_dtype not in ("float32", "float64"):
             raise NumericsError(f"float_dtype must be float32 or float64, got {self.float_dtype!r}")
 
@@ -213,11 +216,15 @@ def quantize(
     x = np.asarray(x, dtype=np.float64)
     if not np.all(np.isfinite(x)):
         raise NumericsError(f"cannot quantize non-finite values at {site or 'input'}")
-    scaled = np.floor(x * float(p.one) + 0.5)
-    # clip in float first so huge values cannot overflow the int64 conversion
-    clipped = np.clip(scaled, p.qmin, p.qmax)
+    # clip in float first (exact: integers over a power of two) so nothing overflows
+    scaled = np.clip(x, (p.qmin - 1) / p.one, (p.qmax + 1) / p.one) * float(p.one)
+    low = np.floor(scaled)
+    # floor(scaled + 1/2) exactly: the float sum can round up across an integer
+    # (0.49999999999999994 + 0.5 == 1.0)
+    rounded = low + (scaled - low >= 0.5)
+    clipped = np.clip(rounded, p.qmin, p.qmax)
     if counter is not None:
-        counter.add(site, int(np.count_nonzero(clipped != scaled)))
+        counter.add(site, int(np.count_nonzero(clipped != rounded)))
     return clipped.astype(np.int64)
 
 

@@ -6,11 +6,14 @@ same checks run again in ``Graph.validate`` for graphs that arrive as JSON.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import IRError
 from .graph import Edge, GraphCore, PortRef
+from .limits import LIMITS
+from .names import MAX_NAME_LENGTH
 from .nodes import (
     Activation,
     Add,
@@ -36,6 +39,7 @@ from .nodes import (
     Split,
     Ungroup,
     in_port,
+    out_port,
 )
 
 
@@ -98,6 +102,7 @@ class Graph(GraphCore):
                 raise IRError("input value belongs to another graph", node=node.name)
         specs = [None if v is None else v.spec for v in inputs]
         outs = node.infer(specs)  # raises before the graph changes
+        self._check_fanout(inputs)
         self.add_node(node)
         for i, v in enumerate(inputs):
             if v is not None:
@@ -106,6 +111,22 @@ class Graph(GraphCore):
         for i, spec in enumerate(outs):
             self._built_specs[PortRef(node.name, i)] = spec
         return [Value(self, node.name, i) for i in range(len(outs))]
+
+    def _check_fanout(self, inputs: Sequence[Value | None]) -> None:
+        """Raise, before the graph changes, if wiring ``inputs`` would overgrow a fan-out."""
+        uses = Counter(PortRef(v.node, v.index) for v in inputs if v is not None)
+        for src, n in uses.items():
+            existing = self.edge_from(src.node, src.index)
+            consumer = None if existing is None else self.nodes[existing.dst.node]
+            if consumer is None:
+                have = 0
+            elif isinstance(consumer, Broadcast) and consumer.name in self._auto_broadcasts:
+                have = consumer.arity
+            else:
+                have = 1
+            if have + n > LIMITS.max_arity:
+                raise IRError(f"used {have + n} times; a value fans out to at most "
+                              f"{LIMITS.max_arity} consumers", src.node, out_port(src.index))
 
     def _fanout(self, value: Value) -> PortRef:
         """The port a new consumer of ``value`` reads from, inserting a Broadcast on reuse."""
@@ -121,7 +142,9 @@ class Graph(GraphCore):
             self._built_specs[ref] = value.spec
             self._specs = None
             return ref
-        bcast = self.add_node(Broadcast(name=self._name(f"{value.node}_fan", None), arity=2))
+        # keep room for "_fan" and a counter within the name length limit
+        stem = value.node[: MAX_NAME_LENGTH - 8]
+        bcast = self.add_node(Broadcast(name=self._name(f"{stem}_fan", None), arity=2))
         self._auto_broadcasts.add(bcast.name)
         self._replace_edge(existing, Edge(PortRef(bcast.name, 0), existing.dst))
         self.connect(src.node, src.index, bcast.name, 0)
@@ -220,6 +243,7 @@ class Graph(GraphCore):
                 specs = [self._input_built_spec(node.name, j) for j in range(node.arity)]
                 specs[i] = x.spec
                 node.infer(specs)
+                self._check_fanout([x])
                 src = self._fanout(x)
                 self.connect(src.node, src.index, node.name, i)
                 return

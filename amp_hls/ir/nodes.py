@@ -51,6 +51,12 @@ def out_port(i: int) -> str:
 
 # --- state predicates and invertible state updates ------------------------------------------
 
+
+def _is_int(value: object) -> bool:
+    """A JSON integer (``bool`` is an ``int`` subclass in Python but not a state word)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 COMPARISONS = {
     "lt": (lambda a, b: a < b, "<"),
     "le": (lambda a, b: a <= b, "<="),
@@ -74,15 +80,17 @@ class Predicate:
     rhs_const: int | None = None
 
     def check(self, node: str) -> None:
-        if self.op not in COMPARISONS:
+        if not isinstance(self.op, str) or self.op not in COMPARISONS:
             raise IRError(f"unknown comparison {self.op!r}; use one of {sorted(COMPARISONS)}", node)
         if (self.rhs_state is None) == (self.rhs_const is None):
             raise IRError("a predicate compares with exactly one of a state word or a constant", node)
-        for idx in (self.index, self.rhs_state):
-            if idx is not None and not 0 <= idx < MAX_STATE_WORDS:
-                raise IRError(f"state index {idx} outside [0, {MAX_STATE_WORDS})", node)
-        if self.rhs_const is not None and not 0 <= self.rhs_const <= MAX_STATE_VALUE:
-            raise IRError(f"constant {self.rhs_const} outside [0, {MAX_STATE_VALUE}]", node)
+        for idx in (self.index,) if self.rhs_state is None else (self.index, self.rhs_state):
+            if not _is_int(idx) or not 0 <= idx < MAX_STATE_WORDS:
+                raise IRError(f"state index {idx!r} outside [0, {MAX_STATE_WORDS})", node)
+        if self.rhs_const is not None and (
+            not _is_int(self.rhs_const) or not 0 <= self.rhs_const <= MAX_STATE_VALUE
+        ):
+            raise IRError(f"constant {self.rhs_const!r} outside [0, {MAX_STATE_VALUE}]", node)
 
     def __call__(self, state: tuple[int, ...]) -> bool:
         rhs = state[self.rhs_state] if self.rhs_state is not None else self.rhs_const
@@ -103,7 +111,7 @@ class _StateWord:
     def _cmp(self, op: str, other: _StateWord | int) -> Predicate:
         if isinstance(other, _StateWord):
             return Predicate(self.index, op, rhs_state=other.index)
-        return Predicate(self.index, op, rhs_const=int(other))
+        return Predicate(self.index, op, rhs_const=other)  # Predicate.check rejects non-integers
 
     def __lt__(self, o):  # type: ignore[no-untyped-def]
         return self._cmp("lt", o)
@@ -155,10 +163,10 @@ class IsuOp:
     def check(self, node: str) -> None:
         if self.op not in ISU_OPS:
             raise IRError(f"unknown state update {self.op!r}; use one of {list(ISU_OPS)}", node)
-        if not 0 <= self.index < MAX_STATE_WORDS:
-            raise IRError(f"state index {self.index} outside [0, {MAX_STATE_WORDS})", node)
-        if not 0 <= self.value <= MAX_STATE_VALUE:
-            raise IRError(f"state value {self.value} outside [0, {MAX_STATE_VALUE}]", node)
+        if not _is_int(self.index) or not 0 <= self.index < MAX_STATE_WORDS:
+            raise IRError(f"state index {self.index!r} outside [0, {MAX_STATE_WORDS})", node)
+        if not _is_int(self.value) or not 0 <= self.value <= MAX_STATE_VALUE:
+            raise IRError(f"state value {self.value!r} outside [0, {MAX_STATE_VALUE}]", node)
 
     def inverse(self) -> IsuOp:
         return {
@@ -357,6 +365,10 @@ class Source(Node):
 
     def check_attrs(self) -> None:
         self._check_positive(width=self.width, max_rows=self.max_rows)
+        if self.width > LIMITS.max_width:
+            raise self.error(f"width {self.width} beyond the maximum {LIMITS.max_width}")
+        if self.max_rows > LIMITS.max_rows:
+            raise self.error(f"max_rows {self.max_rows} beyond the maximum {LIMITS.max_rows}")
         if self.dtype not in DTYPES:
             raise self.error(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
 

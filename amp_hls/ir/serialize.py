@@ -79,7 +79,7 @@ def _node_from_json(entry: Any, i: int) -> Node:
     if not isinstance(entry, dict):
         raise IRError(f"node #{i} must be a JSON object")
     name = _field(entry, "name", str, f"node #{i}")
-    kind = _field(entry, "kind", str, f"node {name!r}")
+    kind = _field(entry, "kind", str, "the entry", node=name)
     if kind not in NODE_KINDS:
         raise IRError(f"unknown node kind {kind!r}; known: {', '.join(sorted(NODE_KINDS))}", node=name)
     attrs = entry.get("attrs", {})
@@ -92,12 +92,13 @@ def _node_from_json(entry: Any, i: int) -> Node:
         raise IRError(f"bad attributes for a {kind} node: {exc}", node=name) from None
 
 
-def _field(doc: dict, key: str, kind: type, where: str) -> Any:
+def _field(doc: dict, key: str, kind: type, where: str, node: str | None = None) -> Any:
     if key not in doc:
-        raise IRError(f"{where} has no {key!r} field")
+        raise IRError(f"{where} has no {key!r} field", node=node)
     value = doc[key]
     if not isinstance(value, kind):
-        raise IRError(f"{where} field {key!r} must be a {kind.__name__}, got {type(value).__name__}")
+        raise IRError(f"{where} field {key!r} must be a {kind.__name__}, got {type(value).__name__}",
+                      node=node)
     return value
 
 
