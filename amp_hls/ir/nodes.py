@@ -143,7 +143,7 @@ class _StateWords:
 
 S = _StateWords()
 
-ISU_OPS = ("inc", "dec", "push", "pop", "parent")
+ISU_OPS = ("inc", "dec", "push", "pop", "parent", "child")
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,8 @@ class IsuOp:
     - ``inc i by`` / ``dec i by``: ``state[i] += by`` / ``-= by``.
     - ``push v``: append the constant ``v``; its inverse ``pop v`` removes it (and checks it).
     - ``parent i``: heap position ``p = state[i]`` moves to its parent ``(p - 1) // 2`` and
-      pushes which child it was, ``(p - 1) % 2``; the inverse pops that bit to come back.
+      pushes which child it was, ``(p - 1) % 2``; its inverse ``child i`` pops that bit and
+      moves back down to ``2 * p + 1 + bit``.
     """
 
     op: str
@@ -175,6 +176,7 @@ class IsuOp:
             "push": IsuOp("pop", 0, self.value),
             "pop": IsuOp("push", 0, self.value),
             "parent": IsuOp("child", self.index, 0),
+            "child": IsuOp("parent", self.index, 0),
         }[self.op]
 
     def apply(self, state: tuple[int, ...]) -> tuple[int, ...]:
@@ -294,11 +296,12 @@ class Node:
     def error(self, message: str, port: str | None = None) -> IRError:
         return IRError(message, node=self.name, port=port)
 
-    def _require(self, ins: Sequence[EdgeSpec | None], i: int, dtype: DType = "data") -> EdgeSpec:
+    def _require(self, ins: Sequence[EdgeSpec | None], i: int, any_dtype: bool = False) -> EdgeSpec:
+        """The spec at input ``i``; a data edge unless ``any_dtype`` (routing nodes pass indices)."""
         spec = ins[i]
         if spec is None:
             raise self.error("input is not connected", in_port(i))
-        if dtype == "data" and spec.dtype != "data":
+        if not any_dtype and spec.dtype != "data":
             raise self.error(f"expects data, got an {spec.dtype} edge", in_port(i))
         return spec
 
@@ -389,7 +392,7 @@ class Sink(Node):
         return 0
 
     def infer(self, ins: Sequence[EdgeSpec | None]) -> list[EdgeSpec]:
-        self._require(ins, 0, dtype="index")
+        self._require(ins, 0, any_dtype=True)
         return []
 
 
@@ -463,10 +466,8 @@ class _Join(_Arity):
 
 
 @dataclass(kw_only=True, eq=False)
-class Add(_Join):
-    """Elementwise sum of ``arity`` equal-tag inputs; the gradient goes to each input."""
-
-    kind: ClassVar[str] = "add"
+class _Elementwise(_Join):
+    """Equal-width inputs combined element by element."""
 
     def infer(self, ins: Sequence[EdgeSpec | None]) -> list[EdgeSpec]:
         specs = self._all_inputs(ins)
@@ -476,7 +477,14 @@ class Add(_Join):
 
 
 @dataclass(kw_only=True, eq=False)
-class Mul(Add):
+class Add(_Elementwise):
+    """Elementwise sum of ``arity`` equal-tag inputs; the gradient goes to each input."""
+
+    kind: ClassVar[str] = "add"
+
+
+@dataclass(kw_only=True, eq=False)
+class Mul(_Elementwise):
     """Elementwise product of ``arity`` equal-tag inputs; each gradient is dy times the others."""
 
     kind: ClassVar[str] = "mul"
@@ -536,7 +544,7 @@ class Broadcast(_Arity):
         return self.arity
 
     def infer(self, ins: Sequence[EdgeSpec | None]) -> list[EdgeSpec]:
-        x = self._require(ins, 0, dtype="index")
+        x = self._require(ins, 0, any_dtype=True)
         return [x] * self.arity
 
 
@@ -565,7 +573,7 @@ class Cond(Node):
         self.predicate.check(self.name)
 
     def infer(self, ins: Sequence[EdgeSpec | None]) -> list[EdgeSpec]:
-        x = self._require(ins, 0, dtype="index")
+        x = self._require(ins, 0, any_dtype=True)
         return [x, x]
 
 
@@ -616,7 +624,7 @@ class Isu(Node):
             op.check(self.name)
 
     def infer(self, ins: Sequence[EdgeSpec | None]) -> list[EdgeSpec]:
-        return [self._require(ins, 0, dtype="index")]
+        return [self._require(ins, 0, any_dtype=True)]
 
 
 @dataclass(kw_only=True, eq=False)
@@ -626,7 +634,7 @@ class Ungroup(Node):
     kind: ClassVar[str] = "ungroup"
 
     def infer(self, ins: Sequence[EdgeSpec | None]) -> list[EdgeSpec]:
-        x = self._require(ins, 0, dtype="index")
+        x = self._require(ins, 0, any_dtype=True)
         return [EdgeSpec(x.width, 1, x.dtype)]
 
 
@@ -643,7 +651,7 @@ class Group(Node):
             raise self.error(f"max_rows {self.max_rows} beyond the maximum {LIMITS.max_rows}")
 
     def infer(self, ins: Sequence[EdgeSpec | None]) -> list[EdgeSpec]:
-        x = self._require(ins, 0, dtype="index")
+        x = self._require(ins, 0, any_dtype=True)
         if x.max_rows != 1:
             raise self.error(f"groups single-row messages, got up to {x.max_rows} rows", in_port(0))
         return [EdgeSpec(x.width, self.max_rows, x.dtype)]
@@ -665,7 +673,7 @@ class Aggregate(Node):
 
     def infer(self, ins: Sequence[EdgeSpec | None]) -> list[EdgeSpec]:
         x = self._require(ins, 0)
-        edges = self._require(ins, 1, dtype="index")
+        edges = self._require(ins, 1, any_dtype=True)
         if edges.dtype != "index" or edges.width != 2:
             raise self.error(f"expects index rows (src, dst) of width 2, got {edges}", in_port(1))
         return [x]
@@ -712,7 +720,7 @@ class Loss(Node):
 
     def infer(self, ins: Sequence[EdgeSpec | None]) -> list[EdgeSpec]:
         pred = self._require(ins, 0)
-        target = self._require(ins, 1, dtype="index")
+        target = self._require(ins, 1, any_dtype=True)
         if self.fn == "mse":
             if target.dtype != "data":
                 raise self.error("mse expects a data target", in_port(1))

@@ -1,0 +1,92 @@
+"""Elementwise nonlinearities: exact in float, lookup tables in fixed point (design §5)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..ir import Activation, GraphCore, Node
+from ..message import Message
+from ..numerics import NumericConfig, SaturationCounter, activation_table, narrow, round_shift
+from .base import Emit, Kernel, TagCache, backward_msg, forward_msg, stack_rows
+from .common import check_grad, check_grads, check_inputs
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    """``1 / (1 + exp(-x))`` without overflow for large ``|x|``."""
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
+
+
+class ActivationKernel(Kernel):
+    """relu / tanh / sigmoid over all rows of a batch at once (elementwise, so batching is free).
+
+    The backward needs the input for relu and the output for tanh and sigmoid; that is what the
+    cache holds per tag.
+    """
+
+    kind = "activation"
+    node: Activation
+
+    def __init__(
+        self,
+        node: Node,
+        graph: GraphCore,
+        numerics: NumericConfig,
+        counter: SaturationCounter | None = None,
+    ):
+        super().__init__(node, graph, numerics, counter)
+        self.fn = self.node.fn
+        self.cache = TagCache(self, f"{self.fn} cache")
+        self.table = (
+            activation_table(self.fn, numerics.data) if self.fixed and self.fn != "relu" else None
+        )
+
+    def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
+        check_inputs(self, port, msgs)
+        x, splits = stack_rows(msgs)
+        y = self._apply(x)
+        parts = np.split(y, splits)
+        if train:
+            for m, part in zip(msgs, parts):
+                self.cache.put(m.tag, m.payload if self.fn == "relu" else part)
+        return [(0, forward_msg(m.tag, part)) for m, part in zip(msgs, parts)]
+
+    def _apply(self, x: np.ndarray) -> np.ndarray:
+        if self.fn == "relu":
+            return np.maximum(x, 0).astype(self.dtype, copy=False)
+        if self.table is not None:
+            return self.table.lookup(x)
+        x = np.asarray(x, dtype=self.dtype)
+        return np.tanh(x) if self.fn == "tanh" else _sigmoid(x)
+
+    def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
+        check_grads(self, port, msgs)
+        saved = []
+        for m in msgs:
+            cached: np.ndarray = self.cache.take(m.tag)  # type: ignore[assignment]
+            check_grad(self, m, cached.shape)
+            saved.append(cached)
+        dy, splits = stack_rows(msgs)
+        c = saved[0] if len(saved) == 1 else np.concatenate(saved, axis=0)
+        dx = self._derivative(c, dy)
+        return [(0, backward_msg(m.tag, part)) for m, part in zip(msgs, np.split(dx, splits))]
+
+    def _derivative(self, c: np.ndarray, dy: np.ndarray) -> np.ndarray:
+        """``dx`` from the cached input (relu) or output (tanh, sigmoid) ``c``."""
+        if self.fn == "relu":
+            return np.where(c > 0, dy, 0).astype(self.dtype, copy=False)
+        if not self.fixed:
+            slope = 1 - c * c if self.fn == "tanh" else c * (1 - c)
+            return (dy * slope).astype(self.dtype, copy=False)
+        f_d = self.numerics.data.frac
+        one = self.numerics.data.one
+        if self.fn == "tanh":
+            slope = one - round_shift(c * c, f_d)
+        else:
+            slope = round_shift(c * (one - c), f_d)
+        return narrow(dy * slope, f_d, self.numerics.grads, self.counter, self.site("bwd"))
+
+    def pending(self) -> int:
+        return len(self.cache)

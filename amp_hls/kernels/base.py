@@ -1,0 +1,176 @@
+"""The kernel contract: how one node processes messages, in float or fixed point.
+
+Kernels are the golden reference every other executor is held against, so each one spells its
+arithmetic out with the rules of ``amp_hls.numerics`` and nothing else.
+
+A kernel is driven by port:
+
+- ``forward(port, msgs, train)``: ``msgs`` arrived at input ``port``;
+- ``backward(port, msgs)``: gradients arrived at output ``port``.
+
+Both return what the node emits, as ``(port, message)`` pairs: a forward message leaves by an
+*output* port, a backward message by an *input* port (``message.direction`` says which). Batches
+are lists so a kernel can process many waiting messages in one vectorised call (dynamic
+batching); results must not depend on how messages are batched.
+
+Every forward message a node receives in training is answered by exactly one backward message on
+the same edge with the same tag (conservation); ``pending()`` counts what a kernel still holds
+(cached activations, half-complete joins) and is zero when a run has finished cleanly.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..errors import KernelError
+from ..ir import GraphCore, Node
+from ..ir.nodes import EdgeSpec
+from ..message import Direction, Message, Tag
+from ..numerics import NumericConfig, SaturationCounter
+
+Emit = tuple[int, Message]
+
+
+class Kernel:
+    """Base class; subclasses set ``kind`` and override ``forward``/``backward``."""
+
+    kind = ""
+
+    def __init__(
+        self,
+        node: Node,
+        graph: GraphCore,
+        numerics: NumericConfig,
+        counter: SaturationCounter | None = None,
+    ):
+        self.node = node
+        self.name = node.name
+        self.numerics = numerics
+        self.counter = counter if counter is not None else SaturationCounter()
+        self.in_specs: list[EdgeSpec] = [graph.input_spec(node.name, i) for i in range(node.n_inputs)]
+        self.out_specs: list[EdgeSpec] = [graph.spec(node.name, i) for i in range(node.n_outputs)]
+        self.dtype = numerics.dtype
+        self.fixed = numerics.fixed
+
+    # the contract -----------------------------------------------------------------------------
+    def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
+        raise KernelError(f"node '{self.name}': a {self.kind} node receives no forward messages")
+
+    def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
+        raise KernelError(f"node '{self.name}': a {self.kind} node receives no backward messages")
+
+    def pending(self) -> int:
+        """Entries still held (caches, join buffers); zero after a clean run."""
+        return 0
+
+    # helpers for subclasses -------------------------------------------------------------------
+    def site(self, what: str) -> str:
+        """Saturation-counter site name, e.g. ``fc1.fwd``."""
+        return f"{self.name}.{what}"
+
+    def zeros(self, rows: int, width: int) -> np.ndarray:
+        return np.zeros((rows, width), dtype=self.dtype)
+
+    def error(self, message: str) -> KernelError:
+        return KernelError(f"node '{self.name}': {message}")
+
+    def check_payload(self, msg: Message, spec: EdgeSpec, port: int) -> None:
+        """Reject a payload whose shape breaks the edge's spec (never silently reshape)."""
+        p = msg.payload
+        if p.ndim != 2 or p.shape[1] != spec.width or not 1 <= p.shape[0] <= spec.max_rows:
+            raise self.error(
+                f"in{port}: payload of shape {p.shape} does not fit {spec} (tag {msg.tag})"
+            )
+
+
+class TagCache:
+    """A dict keyed by tag that refuses duplicates and unknown keys, to catch conservation bugs."""
+
+    def __init__(self, owner: Kernel, what: str):
+        self.owner = owner
+        self.what = what
+        self.entries: dict[Tag, object] = {}
+
+    def put(self, tag: Tag, value: object) -> None:
+        if tag in self.entries:
+            raise self.owner.error(f"{self.what}: tag {tag} is already in flight here")
+        self.entries[tag] = value
+
+    def peek(self, tag: Tag) -> object | None:
+        """The entry for ``tag`` without removing it (None when absent)."""
+        return self.entries.get(tag)
+
+    def take(self, tag: Tag) -> object:
+        try:
+            return self.entries.pop(tag)
+        except KeyError:
+            raise self.owner.error(f"{self.what}: no forward entry for tag {tag}") from None
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+class JoinBuffer:
+    """Waits for one message per port with equal tags; returns the complete sets in arrival order."""
+
+    def __init__(self, owner: Kernel, arity: int, what: str = "join"):
+        self.owner = owner
+        self.arity = arity
+        self.what = what
+        self.slots: dict[Tag, list[Message | None]] = {}
+
+    def add(self, port: int, msgs: Sequence[Message]) -> list[list[Message]]:
+        complete = []
+        for msg in msgs:
+            slot = self.slots.setdefault(msg.tag, [None] * self.arity)
+            if slot[port] is not None:
+                raise self.owner.error(f"{self.what}: second message for tag {msg.tag} on port {port}")
+            slot[port] = msg
+            if all(m is not None for m in slot):
+                complete.append(self.slots.pop(msg.tag))  # type: ignore[arg-type]
+        return complete
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+
+def forward_msg(tag: Tag, payload: np.ndarray) -> Message:
+    return Message(tag, Direction.FWD, payload)
+
+
+def backward_msg(tag: Tag, payload: np.ndarray) -> Message:
+    return Message(tag, Direction.BWD, payload)
+
+
+def stack_rows(msgs: Sequence[Message]) -> tuple[np.ndarray, list[int]]:
+    """All payload rows of ``msgs`` in one array, plus the split points to undo it."""
+    if len(msgs) == 1:
+        return msgs[0].payload, []
+    rows = np.concatenate([m.payload for m in msgs], axis=0)
+    return rows, list(np.cumsum([m.rows for m in msgs[:-1]]))
+
+
+class StalenessStats:
+    """Histogram of parameter versions elapsed between a forward and its backward (design §4)."""
+
+    def __init__(self) -> None:
+        self.histogram: Counter[int] = Counter()
+
+    def record(self, versions_elapsed: int) -> None:
+        self.histogram[versions_elapsed] += 1
+
+    @property
+    def count(self) -> int:
+        return sum(self.histogram.values())
+
+    @property
+    def mean(self) -> float:
+        n = self.count
+        return sum(k * v for k, v in self.histogram.items()) / n if n else 0.0
+
+    @property
+    def max(self) -> int:
+        return max(self.histogram, default=0)

@@ -1,0 +1,75 @@
+"""Helpers the kernels share: port and shape checks, index payloads, exact sums, zero gradients."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..message import Message
+from ..numerics import Precision, saturate
+from .base import Kernel
+
+
+def check_inputs(kernel: Kernel, port: int, msgs: Sequence[Message]) -> None:
+    """Reject a forward batch on a port the node lacks or whose payloads break the edge spec."""
+    if not 0 <= port < len(kernel.in_specs):
+        raise kernel.error(f"no input port in{port} (the node has {len(kernel.in_specs)})")
+    for m in msgs:
+        kernel.check_payload(m, kernel.in_specs[port], port)
+
+
+def check_grads(kernel: Kernel, port: int, msgs: Sequence[Message]) -> None:
+    """Reject a backward batch on an output port the node lacks or that breaks its edge spec."""
+    if not 0 <= port < len(kernel.out_specs):
+        raise kernel.error(f"no output port out{port} (the node has {len(kernel.out_specs)})")
+    spec = kernel.out_specs[port]
+    for m in msgs:
+        p = m.payload
+        if p.ndim != 2 or p.shape[1] != spec.width or not 1 <= p.shape[0] <= spec.max_rows:
+            raise kernel.error(
+                f"out{port}: gradient of shape {p.shape} does not fit {spec} (tag {m.tag})"
+            )
+
+
+def index_rows(kernel: Kernel, msg: Message, port: int) -> np.ndarray:
+    """An index payload as int64; anything else is a wiring or host bug, not a value to scale."""
+    p = np.asarray(msg.payload)
+    if not np.issubdtype(p.dtype, np.integer):
+        raise kernel.error(f"in{port}: index payload of dtype {p.dtype} (tag {msg.tag})")
+    return p.astype(np.int64, copy=False)
+
+
+def same_rows(kernel: Kernel, msgs: Sequence[Message]) -> int:
+    """The common row count of a complete join, or a ``KernelError`` naming the tag."""
+    rows = {m.rows for m in msgs}
+    if len(rows) != 1:
+        counts = [m.rows for m in msgs]
+        raise kernel.error(f"joined messages of tag {msgs[0].tag} differ in rows: {counts}")
+    return rows.pop()
+
+
+def exact_sum(
+    kernel: Kernel, arrays: Sequence[np.ndarray], prec: Precision, site: str
+) -> np.ndarray:
+    """Elementwise sum: float in the payload dtype; fixed exact in int64, saturated once."""
+    total = arrays[0]
+    for a in arrays[1:]:
+        total = total + a
+    if kernel.fixed:
+        return saturate(total, prec, kernel.counter, kernel.site(site))
+    return np.asarray(total, dtype=kernel.dtype)
+
+
+def zero_grad(kernel: Kernel, msg: Message) -> np.ndarray:
+    """The gradient of a payload nothing differentiates (targets, labels, index rows)."""
+    return kernel.zeros(msg.rows, msg.width)
+
+
+def check_grad(kernel: Kernel, msg: Message, shape: tuple[int, ...]) -> None:
+    """A gradient must have the shape of the forward payload of its tag."""
+    if msg.payload.shape != shape:
+        raise kernel.error(
+            f"gradient of shape {msg.payload.shape} for a forward payload of shape {shape} "
+            f"(tag {msg.tag})"
+        )

@@ -1,0 +1,177 @@
+"""Host-side kernels: Source (instances in), Sink (outputs out) and Loss (the backward's origin)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir import GraphCore, Loss, Node, Source
+from ..message import Message, Tag
+from ..numerics import NumericConfig, SaturationCounter, dequantize, quantize
+from .base import Emit, JoinBuffer, Kernel, TagCache, backward_msg, forward_msg
+from .common import check_grads, check_inputs, index_rows, zero_grad
+
+
+class SourceKernel(Kernel):
+    """Converts user payloads to the numeric mode; a gradient arriving back completes a message.
+
+    In training every emitted tag is held until its gradient returns, so ``pending()`` counts the
+    messages of unfinished instances and a gradient for a tag never sent is caught.
+    """
+
+    kind = "source"
+    node: Source
+
+    def __init__(
+        self,
+        node: Node,
+        graph: GraphCore,
+        numerics: NumericConfig,
+        counter: SaturationCounter | None = None,
+    ):
+        super().__init__(node, graph, numerics, counter)
+        self.in_flight = TagCache(self, "source in flight")
+        self.completed = 0
+
+    def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
+        if port != 0:
+            raise self.error(f"a source is fed on port 0, got {port}")
+        out = []
+        for m in msgs:
+            payload = self._convert(m)
+            if train:
+                self.in_flight.put(m.tag, None)
+            out.append((0, forward_msg(m.tag, payload)))
+        return out
+
+    def _convert(self, msg: Message) -> np.ndarray:
+        spec = self.out_specs[0]
+        p = np.asarray(msg.payload)
+        if p.ndim != 2 or p.shape[1] != spec.width or not 1 <= p.shape[0] <= spec.max_rows:
+            raise self.error(f"payload of shape {p.shape} does not fit {spec} (tag {msg.tag})")
+        if not (np.issubdtype(p.dtype, np.integer) or np.issubdtype(p.dtype, np.floating)):
+            raise self.error(f"payload of dtype {p.dtype} is not numeric (tag {msg.tag})")
+        if spec.dtype == "index":
+            if np.issubdtype(p.dtype, np.floating) and not np.all(np.isfinite(p) & (p == np.round(p))):
+                raise self.error(f"index payload holds non-integer values (tag {msg.tag})")
+            if np.any(p < 0):
+                raise self.error(f"index payload holds negative values (tag {msg.tag})")
+            return p.astype(np.int64)
+        if self.fixed:
+            return quantize(p, self.numerics.data, self.counter, self.site("in"))
+        return p.astype(self.dtype)
+
+    def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
+        check_grads(self, port, msgs)
+        for m in msgs:
+            self.in_flight.take(m.tag)
+        self.completed += len(msgs)
+        return []
+
+    def pending(self) -> int:
+        return len(self.in_flight)
+
+
+class SinkKernel(Kernel):
+    """Collects forward outputs; in training answers each with a zero gradient (conservation)."""
+
+    kind = "sink"
+
+    def __init__(
+        self,
+        node: Node,
+        graph: GraphCore,
+        numerics: NumericConfig,
+        counter: SaturationCounter | None = None,
+    ):
+        super().__init__(node, graph, numerics, counter)
+        self.outputs: list[tuple[Tag, np.ndarray]] = []
+
+    def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
+        check_inputs(self, port, msgs)
+        self.outputs.extend((m.tag, m.payload) for m in msgs)
+        if not train:
+            return []
+        return [(0, backward_msg(m.tag, zero_grad(self, m))) for m in msgs]
+
+
+@dataclass
+class LossRecord:
+    """One evaluated instance: the loss, what was predicted (real-valued) and whether it was right."""
+
+    tag: Tag
+    loss: float
+    prediction: np.ndarray
+    target: np.ndarray
+    correct: bool | None
+
+
+class LossKernel(Kernel):
+    """Joins prediction and target; computes in float64 (host side) and emits the gradient.
+
+    Fixed mode dequantizes the prediction (and an mse target), and quantizes the gradient to the
+    grads precision, so the device sees the same integers whichever host computed them.
+    """
+
+    kind = "loss"
+    node: Loss
+
+    def __init__(
+        self,
+        node: Node,
+        graph: GraphCore,
+        numerics: NumericConfig,
+        counter: SaturationCounter | None = None,
+    ):
+        super().__init__(node, graph, numerics, counter)
+        self.join = JoinBuffer(self, 2, "loss join")
+        self.results: list[LossRecord] = []
+
+    def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
+        check_inputs(self, port, msgs)
+        out: list[Emit] = []
+        for pred, target in self.join.add(port, msgs):
+            if pred.rows != target.rows:
+                raise self.error(
+                    f"prediction has {pred.rows} rows, target {target.rows} (tag {pred.tag})"
+                )
+            dy = self._evaluate(pred, target)
+            if train:
+                out.append((0, backward_msg(pred.tag, dy)))
+                out.append((1, backward_msg(target.tag, zero_grad(self, target))))
+        return out
+
+    def _real(self, payload: np.ndarray) -> np.ndarray:
+        if self.fixed:
+            return dequantize(payload, self.numerics.data)
+        return np.array(payload, dtype=np.float64)  # a copy: records outlive the message
+
+    def _evaluate(self, pred: Message, target: Message) -> np.ndarray:
+        """Record the loss of one instance and return its gradient in the payload format."""
+        p = self._real(pred.payload)
+        if self.node.fn == "mse":
+            t = self._real(target.payload)
+            diff = p - t
+            loss = 0.5 * float(np.sum(diff * diff))
+            dy, correct = diff, None
+        else:
+            t = index_rows(self, target, 1)
+            labels = t[:, 0]
+            if np.any((labels < 0) | (labels >= p.shape[1])):
+                raise self.error(f"target class outside [0, {p.shape[1]}) (tag {pred.tag})")
+            z = p - p.max(axis=1, keepdims=True)
+            logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+            rows = np.arange(p.shape[0])
+            loss = -float(logp[rows, labels].sum())
+            dy = np.exp(logp)
+            dy[rows, labels] -= 1.0
+            correct = bool(np.all(np.argmax(p, axis=1) == labels))
+        self.results.append(LossRecord(pred.tag, loss, p, t, correct))
+        if self.fixed:
+            return quantize(dy, self.numerics.grads, self.counter, self.site("bwd"))
+        return dy.astype(self.dtype)
+
+    def pending(self) -> int:
+        return len(self.join)

@@ -1,0 +1,137 @@
+"""Joins of ``arity`` equal-tag inputs: Add, Mul (elementwise) and Concat (along width)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..ir import GraphCore, Node
+from ..message import Message, Tag
+from ..numerics import NumericConfig, SaturationCounter, narrow
+from .base import Emit, JoinBuffer, Kernel, TagCache, backward_msg, forward_msg
+from .common import check_grad, check_grads, check_inputs, exact_sum, same_rows
+
+
+class JoinKernel(Kernel):
+    """Buffers one message per input until a tag is complete, then ``combine``s them."""
+
+    def __init__(
+        self,
+        node: Node,
+        graph: GraphCore,
+        numerics: NumericConfig,
+        counter: SaturationCounter | None = None,
+    ):
+        super().__init__(node, graph, numerics, counter)
+        self.arity = node.n_inputs
+        self.join = JoinBuffer(self, self.arity, f"{self.kind} join")
+
+    def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
+        check_inputs(self, port, msgs)
+        out: list[Emit] = []
+        for parts in self.join.add(port, msgs):
+            same_rows(self, parts)
+            tag = parts[0].tag
+            out.append((0, forward_msg(tag, self.combine(tag, [m.payload for m in parts], train))))
+        return out
+
+    def combine(self, tag: Tag, xs: list[np.ndarray], train: bool) -> np.ndarray:
+        raise NotImplementedError
+
+    def pending(self) -> int:
+        return len(self.join)
+
+
+class AddKernel(JoinKernel):
+    """Elementwise sum (fixed: exact, saturated once); the gradient goes unchanged to each input."""
+
+    kind = "add"
+
+    def combine(self, tag: Tag, xs: list[np.ndarray], train: bool) -> np.ndarray:
+        return exact_sum(self, xs, self.numerics.data, "fwd")
+
+    def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
+        check_grads(self, port, msgs)
+        return [(i, backward_msg(m.tag, m.payload)) for m in msgs for i in range(self.arity)]
+
+
+class MulKernel(JoinKernel):
+    """Elementwise product; ``dx_i = dy * prod_{j != i} x_j`` from the inputs cached per tag.
+
+    Fixed point narrows after every pairwise product, in input order, forward and backward alike,
+    so hardware needs one multiplier shape only.
+    """
+
+    kind = "mul"
+
+    def __init__(
+        self,
+        node: Node,
+        graph: GraphCore,
+        numerics: NumericConfig,
+        counter: SaturationCounter | None = None,
+    ):
+        super().__init__(node, graph, numerics, counter)
+        self.cache = TagCache(self, "mul cache")
+
+    def combine(self, tag: Tag, xs: list[np.ndarray], train: bool) -> np.ndarray:
+        if train:
+            self.cache.put(tag, xs)
+        return self._product(xs, "fwd")
+
+    def _product(self, xs: list[np.ndarray], site: str) -> np.ndarray:
+        y = xs[0]
+        for x in xs[1:]:
+            if self.fixed:
+                f_d = self.numerics.data.frac
+                y = narrow(y * x, f_d, self.numerics.data, self.counter, self.site(site))
+            else:
+                y = y * x
+        return np.asarray(y, dtype=self.dtype)
+
+    def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
+        check_grads(self, port, msgs)
+        out: list[Emit] = []
+        for m in msgs:
+            xs: list[np.ndarray] = self.cache.take(m.tag)  # type: ignore[assignment]
+            check_grad(self, m, xs[0].shape)
+            for i in range(self.arity):
+                others = self._product(xs[:i] + xs[i + 1 :], "bwd_prod")
+                if self.fixed:
+                    f_d = self.numerics.data.frac
+                    dx = narrow(m.payload * others, f_d, self.numerics.grads, self.counter, self.site("bwd"))
+                else:
+                    dx = (m.payload * others).astype(self.dtype, copy=False)
+                out.append((i, backward_msg(m.tag, dx)))
+        return out
+
+    def pending(self) -> int:
+        return len(self.join) + len(self.cache)
+
+
+class ConcatKernel(JoinKernel):
+    """Side by side in port order; backward cuts the gradient back into the input widths."""
+
+    kind = "concat"
+
+    def __init__(
+        self,
+        node: Node,
+        graph: GraphCore,
+        numerics: NumericConfig,
+        counter: SaturationCounter | None = None,
+    ):
+        super().__init__(node, graph, numerics, counter)
+        self.cuts = list(np.cumsum([s.width for s in self.in_specs[:-1]]))
+
+    def combine(self, tag: Tag, xs: list[np.ndarray], train: bool) -> np.ndarray:
+        return np.hstack(xs)
+
+    def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
+        check_grads(self, port, msgs)
+        return [
+            (i, backward_msg(m.tag, part))
+            for m in msgs
+            for i, part in enumerate(np.split(m.payload, self.cuts, axis=1))
+        ]

@@ -1,0 +1,249 @@
+"""Kernels that move rows between messages: Ungroup, Group, Aggregate (message passing), RowSum."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..ir import GraphCore, Group, Node
+from ..message import MAX_STATE_WORDS, Message, Tag
+from ..numerics import NumericConfig, Precision, SaturationCounter, saturate
+from .base import Emit, JoinBuffer, Kernel, TagCache, backward_msg, forward_msg
+from .common import check_grad, check_grads, check_inputs, index_rows
+
+
+def _split_index(kernel: Kernel, tag: Tag) -> tuple[Tag, int, int]:
+    """``(parent tag, i, n)`` of a row message whose state ends in ``(i, n)``."""
+    if len(tag.state) < 2:
+        raise kernel.error(f"tag {tag} does not end in a row index (i, n)")
+    i, n = tag.state[-2:]
+    if not 0 <= i < n:
+        raise kernel.error(f"tag {tag}: row index {i} outside [0, {n})")
+    return tag.with_state(tag.state[:-2]), i, n
+
+
+def _row_tag(parent: Tag, i: int, n: int) -> Tag:
+    return parent.with_state(parent.state + (i, n))
+
+
+class _RowGather:
+    """Collects ``n`` single-row messages per parent tag; hands back the full ``n``-row payload."""
+
+    def __init__(self, owner: Kernel, what: str, max_rows: int):
+        self.owner = owner
+        self.what = what
+        self.max_rows = max_rows
+        self.slots: dict[Tag, list[np.ndarray | None]] = {}
+        self.missing: dict[Tag, int] = {}  # rows still to come, so completion is O(1) per row
+
+    def add(self, msg: Message) -> tuple[Tag, np.ndarray] | None:
+        parent, i, n = _split_index(self.owner, msg.tag)
+        if n > self.max_rows:
+            raise self.owner.error(f"{self.what}: tag {msg.tag} says {n} rows, beyond {self.max_rows}")
+        if parent not in self.slots:
+            self.slots[parent] = [None] * n
+            self.missing[parent] = n
+        slots = self.slots[parent]
+        if len(slots) != n:
+            raise self.owner.error(f"{self.what}: tag {msg.tag} says {n} rows, earlier ones {len(slots)}")
+        if slots[i] is not None:
+            raise self.owner.error(f"{self.what}: second message for row {i} of tag {parent}")
+        slots[i] = msg.payload
+        self.missing[parent] -= 1
+        if self.missing[parent]:
+            return None
+        del self.slots[parent], self.missing[parent]
+        return parent, np.concatenate(slots, axis=0)  # type: ignore[arg-type]
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+
+class UngroupKernel(Kernel):
+    """One message per row, ``(i, n)`` pushed on the state; backward regathers the row gradients.
+
+    In training the forward remembers each parent tag, so a row gradient of an instance never
+    ungrouped here is caught rather than gathered forever.
+    """
+
+    kind = "ungroup"
+
+    def __init__(
+        self,
+        node: Node,
+        graph: GraphCore,
+        numerics: NumericConfig,
+        counter: SaturationCounter | None = None,
+    ):
+        super().__init__(node, graph, numerics, counter)
+        self.cache = TagCache(self, "ungroup rows")
+        self.gather = _RowGather(self, "ungroup gradient gather", self.in_specs[0].max_rows)
+
+    def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
+        check_inputs(self, port, msgs)
+        out: list[Emit] = []
+        for m in msgs:
+            if len(m.tag.state) + 2 > MAX_STATE_WORDS:
+                raise self.error(f"tag {m.tag} has no room for a row index ({MAX_STATE_WORDS} words)")
+            n = m.rows
+            if train:
+                self.cache.put(m.tag, n)
+            out.extend((0, forward_msg(_row_tag(m.tag, i, n), m.payload[i : i + 1])) for i in range(n))
+        return out
+
+    def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
+        check_grads(self, port, msgs)
+        out: list[Emit] = []
+        for m in msgs:
+            parent, _, n = _split_index(self, m.tag)
+            if self.cache.peek(parent) != n:
+                raise self.error(f"no forward of {n} rows for tag {parent} (row gradient {m.tag})")
+            done = self.gather.add(m)
+            if done is not None:
+                self.cache.take(parent)
+                out.append((0, backward_msg(*done)))
+        return out
+
+    def pending(self) -> int:
+        return len(self.cache) + len(self.gather)
+
+
+class GroupKernel(Kernel):
+    """Gathers the ``n`` row messages of a parent tag into one; backward splits the gradient."""
+
+    kind = "group"
+    node: Group
+
+    def __init__(
+        self,
+        node: Node,
+        graph: GraphCore,
+        numerics: NumericConfig,
+        counter: SaturationCounter | None = None,
+    ):
+        super().__init__(node, graph, numerics, counter)
+        self.cache = TagCache(self, "group rows")
+        self.gather = _RowGather(self, "group gather", self.node.max_rows)
+
+    def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
+        check_inputs(self, port, msgs)
+        out: list[Emit] = []
+        for m in msgs:
+            done = self.gather.add(m)
+            if done is not None:
+                if train:
+                    self.cache.put(done[0], done[1].shape[0])
+                out.append((0, forward_msg(*done)))
+        return out
+
+    def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
+        check_grads(self, port, msgs)
+        out: list[Emit] = []
+        for m in msgs:
+            n: int = self.cache.take(m.tag)  # type: ignore[assignment]
+            check_grad(self, m, (n, m.width))
+            out.extend(
+                (0, backward_msg(_row_tag(m.tag, i, n), m.payload[i : i + 1])) for i in range(n)
+            )
+        return out
+
+    def pending(self) -> int:
+        return len(self.cache) + len(self.gather)
+
+
+class AggregateKernel(Kernel):
+    """``out[dst] += x[src]`` over the instance's edges; backward ``dx[src] += dy[dst]``.
+
+    Fixed point sums exactly in int64 and saturates once. The edge rows get a zero gradient.
+    """
+
+    kind = "aggregate"
+
+    def __init__(
+        self,
+        node: Node,
+        graph: GraphCore,
+        numerics: NumericConfig,
+        counter: SaturationCounter | None = None,
+    ):
+        super().__init__(node, graph, numerics, counter)
+        self.join = JoinBuffer(self, 2, "aggregate join")
+        self.cache = TagCache(self, "aggregate edges")
+
+    def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
+        check_inputs(self, port, msgs)
+        out: list[Emit] = []
+        for x, e in self.join.add(port, msgs):
+            edges = index_rows(self, e, 1)
+            n = x.rows
+            if np.any((edges < 0) | (edges >= n)):
+                raise self.error(f"edge endpoint outside [0, {n}) (tag {x.tag})")
+            if train:
+                self.cache.put(x.tag, (edges, n))
+            y = self._scatter(x.payload, edges[:, 0], edges[:, 1], n, self.numerics.data, "fwd")
+            out.append((0, forward_msg(x.tag, y)))
+        return out
+
+    def _scatter(
+        self, v: np.ndarray, src: np.ndarray, dst: np.ndarray, n: int, prec: Precision, site: str
+    ) -> np.ndarray:
+        """``out[dst[k]] += v[src[k]]`` for every ``k`` into ``n`` rows, in the mode's arithmetic."""
+        acc = np.zeros((n, v.shape[1]), dtype=self.dtype)
+        np.add.at(acc, dst, v[src])
+        if self.fixed:
+            return saturate(acc, prec, self.counter, self.site(site))
+        return acc
+
+    def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
+        check_grads(self, port, msgs)
+        out: list[Emit] = []
+        for m in msgs:
+            edges, n = self.cache.take(m.tag)  # type: ignore[misc]
+            check_grad(self, m, (n, m.width))
+            dx = self._scatter(m.payload, edges[:, 1], edges[:, 0], n, self.numerics.grads, "bwd")
+            out.append((0, backward_msg(m.tag, dx)))
+            out.append((1, backward_msg(m.tag, self.zeros(edges.shape[0], 2))))
+        return out
+
+    def pending(self) -> int:
+        return len(self.join) + len(self.cache)
+
+
+class RowSumKernel(Kernel):
+    """Readout: the sum of the rows (fixed: exact, saturated once); backward repeats the gradient."""
+
+    kind = "rowsum"
+
+    def __init__(
+        self,
+        node: Node,
+        graph: GraphCore,
+        numerics: NumericConfig,
+        counter: SaturationCounter | None = None,
+    ):
+        super().__init__(node, graph, numerics, counter)
+        self.cache = TagCache(self, "rowsum rows")
+
+    def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
+        check_inputs(self, port, msgs)
+        out: list[Emit] = []
+        for m in msgs:
+            y = m.payload.sum(axis=0, keepdims=True)
+            if self.fixed:
+                y = saturate(y, self.numerics.data, self.counter, self.site("fwd"))
+            if train:
+                self.cache.put(m.tag, m.rows)
+            out.append((0, forward_msg(m.tag, y.astype(self.dtype, copy=False))))
+        return out
+
+    def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
+        check_grads(self, port, msgs)
+        out: list[Emit] = []
+        for m in msgs:
+            n: int = self.cache.take(m.tag)  # type: ignore[assignment]
+            out.append((0, backward_msg(m.tag, np.repeat(m.payload, n, axis=0))))
+        return out
+
+    def pending(self) -> int:
+        return len(self.cache)
