@@ -1,0 +1,27 @@
+"""MLP: image classification, one row per instance (the AMPNet paper's first family)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..datasets import Example
+from ..ir import Graph
+from .inputs import Inputs
+
+
+def build_mlp(in_features: int = 64, hidden: Sequence[int] = (32,), classes: int = 10) -> Graph:
+    """``x -> (linear -> tanh)* -> linear -> softmax cross-entropy`` against a class label."""
+    g = Graph("mlp")
+    h = g.source("x", width=in_features)
+    for i, width in enumerate(hidden):
+        h = g.tanh(g.linear(h, width, name=f"fc{i}"), name=f"act{i}")
+    logits = g.linear(h, classes, name="head")
+    g.loss(logits, g.source("label", width=1, dtype="index"), "softmax_ce", name="xent")
+    return g.validate()  # type: ignore[return-value]
+
+
+def mlp_inputs(graph: Graph, example: Example) -> Inputs:
+    """One image as messages: a single feature row and its label, both with an empty state."""
+    return {"x": ((), np.asarray(example.data).reshape(1, -1)), "label": ((), np.array([[example.label]]))}
