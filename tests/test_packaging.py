@@ -1,0 +1,41 @@
+"""A non-editable install must carry templates/ and hw/ and find them at run time."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_wheel_ships_templates_and_hw_and_uses_them(tmp_path):
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(ROOT)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert build.returncode == 0, build.stderr
+    wheel = next(tmp_path.glob("amp_hls-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for template in (ROOT / "templates").rglob("*.j2"):
+        assert f"amp_hls/_data/templates/{template.relative_to(ROOT / 'templates').as_posix()}" in names
+    assert "amp_hls/_data/hw/README.md" in names
+
+    target = tmp_path / "site"
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert install.returncode == 0, install.stderr
+    probe = (
+        "import amp_hls.resources as r, amp_hls.codegen as c;"
+        "print(r.templates_dir());"
+        "assert 'BEAT_BITS' in c.render_wire_header()"
+    )
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                         cwd=tmp_path, env=env)
+    assert run.returncode == 0, run.stderr
+    assert str(target) in run.stdout  # the wheel's own copy, not the checkout's
