@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-EXTRAS := dev,data
+EXTRAS := dev,data,plot
 STAMP  := $(VENV)/.installed
 
 .PHONY: setup test demo lint clean

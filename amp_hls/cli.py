@@ -39,6 +39,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train(args: argparse.Namespace) -> int:
+    from .runtime.train_cli import run_train
+
+    return run_train(args)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
@@ -64,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", help="zoo model name or graph .json file")
     p.add_argument("-o", "--output", required=True, help="destination .json file")
     p.set_defaults(func=cmd_export)
+
+    from .runtime.train_cli import add_train_arguments
+
+    p = sub.add_parser("train", help="train a zoo model on the CPU runtime (async AMP or --sync)")
+    add_train_arguments(p)
+    p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("demo", help="build the example models and push instances through them")
     p.add_argument("--instances", type=int, default=8, help="instances per model (default 8)")

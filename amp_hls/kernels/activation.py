@@ -9,7 +9,7 @@ import numpy as np
 from ..ir import Activation, GraphCore, Node
 from ..message import Message
 from ..numerics import NumericConfig, SaturationCounter, activation_table, narrow, round_shift
-from .base import Emit, Kernel, TagCache, backward_msg, forward_msg, stack_rows
+from .base import Emit, Kernel, TagCache, backward_msg, forward_msg, split_rows, stack_rows
 from .common import check_grad, check_grads, check_inputs
 
 
@@ -47,7 +47,7 @@ class ActivationKernel(Kernel):
         check_inputs(self, port, msgs)
         x, splits = stack_rows(msgs)
         y = self._apply(x)
-        parts = np.split(y, splits)
+        parts = split_rows(y, splits)
         if train:
             for m, part in zip(msgs, parts):
                 self.cache.put(m.tag, m.payload if self.fn == "relu" else part)
@@ -71,7 +71,7 @@ class ActivationKernel(Kernel):
         dy, splits = stack_rows(msgs)
         c = saved[0] if len(saved) == 1 else np.concatenate(saved, axis=0)
         dx = self._derivative(c, dy)
-        return [(0, backward_msg(m.tag, part)) for m, part in zip(msgs, np.split(dx, splits))]
+        return [(0, backward_msg(m.tag, part)) for m, part in zip(msgs, split_rows(dx, splits))]
 
     def _derivative(self, c: np.ndarray, dy: np.ndarray) -> np.ndarray:
         """``dx`` from the cached input (relu) or output (tanh, sigmoid) ``c``."""

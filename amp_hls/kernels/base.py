@@ -146,11 +146,27 @@ def backward_msg(tag: Tag, payload: np.ndarray) -> Message:
 
 
 def stack_rows(msgs: Sequence[Message]) -> tuple[np.ndarray, list[int]]:
-    """All payload rows of ``msgs`` in one array, plus the split points to undo it."""
+    """All payload rows of ``msgs`` in one array, plus the row offsets to undo it with ``split_rows``."""
+    offsets = [0]
+    for m in msgs:
+        offsets.append(offsets[-1] + m.payload.shape[0])
     if len(msgs) == 1:
-        return msgs[0].payload, []
-    rows = np.concatenate([m.payload for m in msgs], axis=0)
-    return rows, list(np.cumsum([m.rows for m in msgs[:-1]]))
+        return msgs[0].payload, offsets
+    return np.concatenate([m.payload for m in msgs], axis=0), offsets
+
+
+def split_rows(rows: np.ndarray, offsets: Sequence[int]) -> list[np.ndarray]:
+    """Undo ``stack_rows``: one slice per message (views, no copies)."""
+    return [rows[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
+
+
+def column_bounds(widths: Sequence[int]) -> list[tuple[int, int]]:
+    """``(start, stop)`` column ranges of consecutive slices of the given widths."""
+    bounds, start = [], 0
+    for w in widths:
+        bounds.append((start, start + w))
+        start += w
+    return bounds
 
 
 class StalenessStats:

@@ -9,7 +9,7 @@ import numpy as np
 from ..ir import GraphCore, Node
 from ..message import Message, Tag
 from ..numerics import NumericConfig, SaturationCounter, narrow
-from .base import Emit, JoinBuffer, Kernel, TagCache, backward_msg, forward_msg
+from .base import Emit, JoinBuffer, Kernel, TagCache, backward_msg, column_bounds, forward_msg
 from .common import check_grad, check_grads, check_inputs, exact_sum, same_rows
 
 
@@ -123,7 +123,7 @@ class ConcatKernel(JoinKernel):
         counter: SaturationCounter | None = None,
     ):
         super().__init__(node, graph, numerics, counter)
-        self.cuts = list(np.cumsum([s.width for s in self.in_specs[:-1]]))
+        self.bounds = column_bounds([s.width for s in self.in_specs])
 
     def combine(self, tag: Tag, xs: list[np.ndarray], train: bool) -> np.ndarray:
         return np.hstack(xs)
@@ -131,7 +131,7 @@ class ConcatKernel(JoinKernel):
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
         check_grads(self, port, msgs)
         return [
-            (i, backward_msg(m.tag, part))
+            (i, backward_msg(m.tag, m.payload[:, lo:hi]))
             for m in msgs
-            for i, part in enumerate(np.split(m.payload, self.cuts, axis=1))
+            for i, (lo, hi) in enumerate(self.bounds)
         ]

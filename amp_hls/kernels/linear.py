@@ -15,7 +15,16 @@ from ..numerics import (
     quantize,
     saturate_acc,
 )
-from .base import Emit, Kernel, StalenessStats, TagCache, backward_msg, forward_msg, stack_rows
+from .base import (
+    Emit,
+    Kernel,
+    StalenessStats,
+    TagCache,
+    backward_msg,
+    forward_msg,
+    split_rows,
+    stack_rows,
+)
 from .common import check_grads, check_inputs
 
 
@@ -100,7 +109,7 @@ class LinearKernel(ParamKernel):
         if train:
             for m in msgs:
                 self.cache.put(m.tag, (m.payload, self.version))
-        return [(0, forward_msg(m.tag, part)) for m, part in zip(msgs, np.split(y, splits))]
+        return [(0, forward_msg(m.tag, part)) for m, part in zip(msgs, split_rows(y, splits))]
 
     def _affine(self, x: np.ndarray) -> np.ndarray:
         if not self.fixed:
@@ -143,7 +152,7 @@ class LinearKernel(ParamKernel):
                     self.grads["bias"] = saturate_acc(self.grads["bias"] + db, self.counter, site)
             acc = saturate_acc(dy @ self.qparams["weight"], self.counter, self.site("bwd_acc"))
             dx = narrow(acc, self.numerics.weights.frac, self.numerics.grads, self.counter, self.site("bwd"))
-        return [(0, backward_msg(m.tag, part)) for m, part in zip(msgs, np.split(dx, splits))]
+        return [(0, backward_msg(m.tag, part)) for m, part in zip(msgs, split_rows(dx, splits))]
 
     def pending(self) -> int:
         return len(self.cache)

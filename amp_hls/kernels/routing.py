@@ -10,7 +10,7 @@ import numpy as np
 from ..ir import Broadcast, Cond, GraphCore, Isu, IsuOp, Node, Split
 from ..message import Message, Tag
 from ..numerics import NumericConfig, SaturationCounter
-from .base import Emit, JoinBuffer, Kernel, TagCache, backward_msg, forward_msg
+from .base import Emit, JoinBuffer, Kernel, TagCache, backward_msg, column_bounds, forward_msg
 from .common import check_grads, check_inputs, exact_sum, same_rows
 
 
@@ -28,15 +28,15 @@ class SplitKernel(Kernel):
         counter: SaturationCounter | None = None,
     ):
         super().__init__(node, graph, numerics, counter)
-        self.cuts = list(np.cumsum(self.node.sizes[:-1]))
+        self.bounds = column_bounds(self.node.sizes)
         self.join = JoinBuffer(self, len(self.node.sizes), "split gradient join")
 
     def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
         check_inputs(self, port, msgs)
         return [
-            (i, forward_msg(m.tag, part))
+            (i, forward_msg(m.tag, m.payload[:, lo:hi]))
             for m in msgs
-            for i, part in enumerate(np.split(m.payload, self.cuts, axis=1))
+            for i, (lo, hi) in enumerate(self.bounds)
         ]
 
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:

@@ -31,8 +31,8 @@ MODELS: dict[str, ModelEntry] = {
         build_mlp,
         load_digits_splits,
         mlp_inputs,
-        target=0.96,
-        defaults={"mak": 16, "muf": 8, "lr": 3e-3, "epochs": 30},
+        target=0.98,
+        defaults={"mak": 16, "muf": 8, "lr": 3e-3, "epochs": 40},
     ),
     "list-rnn": ModelEntry(
         "list-rnn",
@@ -41,7 +41,7 @@ MODELS: dict[str, ModelEntry] = {
         lambda seed: generate_max_lists(seed=seed),
         list_rnn_inputs,
         target=0.97,
-        defaults={"mak": 32, "muf": 16, "lr": 3e-3, "epochs": 30},
+        defaults={"mak": 16, "muf": 8, "lr": 3e-3, "epochs": 20},
     ),
 }
 

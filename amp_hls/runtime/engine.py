@@ -12,14 +12,14 @@ a run is reproducible.
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict, deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import KernelError
-from ..ir import GraphCore, PortRef, Source
+from ..ir import GraphCore, Source
 from ..kernels import Kernel, make_kernel
 from ..message import Direction, Message, Tag
 from ..numerics import FLOAT32, NumericConfig, SaturationCounter
@@ -67,14 +67,22 @@ class Engine:
             for name, node in graph.nodes.items()
         }
         self.sources = [n.name for n in graph.nodes.values() if isinstance(n, Source)]
-        self._next_hop = {e.src: (e.dst.node, e.dst.index) for e in graph.edges}
-        self._prev_hop = {e.dst: (e.src.node, e.src.index) for e in graph.edges}
-        self.inboxes: dict[InboxKey, list[Message]] = defaultdict(list)
+        # Where each emitted message goes: node -> port -> inbox, precomputed for speed.
+        self._fwd_route: dict[str, list[InboxKey]] = {n: [] for n in graph.nodes}
+        self._bwd_route: dict[str, list[InboxKey]] = {n: [] for n in graph.nodes}
+        for name, node in graph.nodes.items():
+            for i in range(node.n_outputs):
+                dst = graph.edge_from(name, i).dst  # type: ignore[union-attr]
+                self._fwd_route[name].append((dst.node, Direction.FWD, dst.index))
+            for i in range(node.n_inputs):
+                src = graph.edge_into(name, i).src  # type: ignore[union-attr]
+                self._bwd_route[name].append((src.node, Direction.BWD, src.index))
+        self.inboxes: dict[InboxKey, list[Message]] = {}
         self._ready: deque[InboxKey] = deque()
         self._in_flight: Counter[int] = Counter()  # key -> messages waiting in inboxes
         self.counts: dict[str, NodeCounts] = {name: NodeCounts() for name in graph.nodes}
         self.stats = RunStats()
-        self._order = np.random.default_rng(seed + 1)
+        self.order_rng = np.random.default_rng(seed + 1)  # serving order; checkpointed
         self.on_backward: Callable[[Kernel], None] | None = None  # e.g. apply updates every muf
 
     # feeding ----------------------------------------------------------------------------------
@@ -95,13 +103,18 @@ class Engine:
     def is_active(self, key: int) -> bool:
         return key in self._in_flight
 
+    @property
+    def idle(self) -> bool:
+        """No message waits anywhere."""
+        return not self._ready
+
     # running ----------------------------------------------------------------------------------
     def step(self) -> list[int]:
         """Serve one inbox; returns the keys that finished during this step."""
         if not self._ready:
             return []
         if len(self._ready) > 1:
-            self._ready.rotate(-int(self._order.integers(len(self._ready))))
+            self._ready.rotate(-int(self.order_rng.integers(len(self._ready))))
         inbox = self._ready.popleft()
         node, direction, port = inbox
         waiting = self.inboxes[inbox]
@@ -126,11 +139,14 @@ class Engine:
         self.stats.batches[node] += 1
         self._deliver(node, emitted)
         finished = []
+        in_flight = self._in_flight
         for msg in batch:
             key = msg.tag.key
-            self._in_flight[key] -= 1
-            if self._in_flight[key] == 0:
-                del self._in_flight[key]
+            left = in_flight[key] - 1
+            if left:
+                in_flight[key] = left
+            else:
+                del in_flight[key]
                 finished.append(key)
         return finished
 
@@ -144,20 +160,26 @@ class Engine:
         raise KernelError(f"engine did not settle within {max_steps} steps (a loop that never exits?)")
 
     def _deliver(self, node: str, emitted: Iterable[tuple[int, Message]]) -> None:
-        counts = self.counts[node]
+        fwd_route, bwd_route = self._fwd_route[node], self._bwd_route[node]
+        inboxes, ready, in_flight = self.inboxes, self._ready, self._in_flight
+        n_fwd = n_bwd = 0
         for port, msg in emitted:
             if msg.direction is Direction.FWD:
-                counts.fwd_out += 1
-                dst, dst_port = self._next_hop[PortRef(node, port)]
-                inbox = (dst, Direction.FWD, dst_port)
+                n_fwd += 1
+                inbox = fwd_route[port]
             else:
-                counts.bwd_out += 1
-                src, src_port = self._prev_hop[PortRef(node, port)]
-                inbox = (src, Direction.BWD, src_port)
-            if inbox not in self.inboxes:
-                self._ready.append(inbox)
-            self.inboxes[inbox].append(msg)
-            self._in_flight[msg.tag.key] += 1
+                n_bwd += 1
+                inbox = bwd_route[port]
+            waiting = inboxes.get(inbox)
+            if waiting is None:
+                inboxes[inbox] = [msg]
+                ready.append(inbox)
+            else:
+                waiting.append(msg)
+            in_flight[msg.tag.key] += 1
+        counts = self.counts[node]
+        counts.fwd_out += n_fwd
+        counts.bwd_out += n_bwd
 
     # checks -----------------------------------------------------------------------------------
     def conservation_report(self) -> list[str]:

@@ -1,0 +1,84 @@
+"""Optimizers that update one parameter node at a time, whenever that node decides (no barrier).
+
+Each node keeps its own step count, so Adam's bias correction is per node: a node that has
+updated ``t`` times uses ``1 - beta**t``, however often the other nodes have updated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import AmpHlsError
+
+OPTIMIZERS = ("sgd", "momentum", "adam")
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    kind: str = "adam"
+    lr: float = 1e-3
+    momentum: float = 0.9
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    clip: float | None = 5.0  # max L2 norm of one node's update gradient; None = no clipping
+
+    def __post_init__(self) -> None:
+        if self.kind not in OPTIMIZERS:
+            raise AmpHlsError(f"unknown optimizer {self.kind!r}; use one of {', '.join(OPTIMIZERS)}")
+        if not self.lr > 0:
+            raise AmpHlsError(f"learning rate must be positive, got {self.lr}")
+
+
+class Optimizer:
+    """Holds per-node optimizer state; ``step`` returns the node's new parameters."""
+
+    def __init__(self, config: OptimizerConfig):
+        self.config = config
+        self.state: dict[str, dict[str, np.ndarray]] = {}
+        self.steps: dict[str, int] = {}
+
+    def step(
+        self, node: str, params: dict[str, np.ndarray], grads: dict[str, np.ndarray]
+    ) -> dict[str, np.ndarray]:
+        """One update of ``node`` from the mean gradients ``grads`` (float arrays)."""
+        c = self.config
+        grads = {k: np.asarray(g, dtype=np.float64) for k, g in grads.items()}
+        if c.clip is not None:
+            norm = float(np.sqrt(sum(float(np.sum(g * g)) for g in grads.values())))
+            if norm > c.clip:
+                grads = {k: g * (c.clip / norm) for k, g in grads.items()}
+        t = self.steps.get(node, 0) + 1
+        self.steps[node] = t
+        state = self.state.setdefault(node, {})
+        new = {}
+        for k, p in params.items():
+            g = grads[k]
+            if c.kind == "sgd":
+                update = g
+            elif c.kind == "momentum":
+                v = state.get(f"{k}.v", np.zeros_like(g)) * c.momentum + g
+                state[f"{k}.v"] = v
+                update = v
+            else:
+                m = state.get(f"{k}.m", np.zeros_like(g)) * c.beta1 + (1 - c.beta1) * g
+                v = state.get(f"{k}.v", np.zeros_like(g)) * c.beta2 + (1 - c.beta2) * g * g
+                state[f"{k}.m"], state[f"{k}.v"] = m, v
+                m_hat = m / (1 - c.beta1**t)
+                v_hat = v / (1 - c.beta2**t)
+                update = m_hat / (np.sqrt(v_hat) + c.eps)
+            new[k] = (p.astype(np.float64) - c.lr * update).astype(p.dtype)
+        return new
+
+    # checkpoints: plain arrays and ints, never pickle ------------------------------------------
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        return {f"opt/{node}/{k}": v for node, s in self.state.items() for k, v in s.items()}
+
+    def load_state(self, arrays: dict[str, np.ndarray], steps: dict[str, int]) -> None:
+        self.state = {}
+        for name, value in arrays.items():
+            _, node, key = name.split("/", 2)
+            self.state.setdefault(node, {})[key] = np.array(value, dtype=np.float64)
+        self.steps = dict(steps)

@@ -1,0 +1,103 @@
+"""``amp-hls train``: options, progress bar, summary, checkpoints and plot for one training run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from ..errors import AmpHlsError
+from ..models import MODELS
+from .optim import OPTIMIZERS, OptimizerConfig
+from .report import plot_curves, write_json
+from .trainer import EpochRecord, TrainConfig, Trainer
+
+
+def add_train_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", choices=sorted(MODELS), help="zoo model (see `amp-hls models`)")
+    p.add_argument("--mak", type=int, help="max active keys: instances in flight (model default)")
+    p.add_argument("--muf", type=int, help="min update frequency: gradients per node update (model default)")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam")
+    p.add_argument("--lr", type=float, help="learning rate (model default)")
+    p.add_argument("--clip", type=float, default=5.0, help="per-node gradient norm clip (0 = off)")
+    p.add_argument("--epochs", type=int, help="maximum epochs (model default)")
+    p.add_argument("--seed", type=int, default=0, help="seeds data, weights and scheduling order")
+    p.add_argument("--numerics", choices=("float", "fixed"), default="float")
+    p.add_argument("--target", type=float, help="stop when validation accuracy reaches this (model default)")
+    p.add_argument("--no-target", action="store_true", help="run every epoch, ignoring any target")
+    p.add_argument("--sync", action="store_true", help="synchronous minibatch baseline (batch = mak)")
+    p.add_argument("--json", type=Path, help="write the run summary here")
+    p.add_argument("--plot", type=Path, help="write validation accuracy vs wall time (PNG) here")
+    p.add_argument("--checkpoint", type=Path, help="save a checkpoint (.npz) here after every epoch")
+    p.add_argument("--resume", type=Path, help="continue from this checkpoint (its settings win)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    entry = MODELS[args.model]
+    d = entry.defaults
+    target = None if args.no_target else (args.target if args.target is not None else entry.target)
+    return TrainConfig(
+        mak=args.mak or d.get("mak", 16),
+        muf=args.muf or d.get("muf", 8),
+        optimizer=OptimizerConfig(
+            args.optimizer, lr=args.lr or d.get("lr", 1e-3), clip=args.clip or None
+        ),
+        epochs=args.epochs or d.get("epochs", 10),
+        seed=args.seed,
+        numerics=args.numerics,
+        target=target,
+        sync=args.sync,
+    )
+
+
+def run_train(args: argparse.Namespace) -> int:
+    entry = MODELS[args.model]
+    if args.resume is not None:
+        trainer = Trainer.resume(entry, args.resume, epochs=args.epochs)
+    else:
+        trainer = Trainer(entry, config_from_args(args))
+    c = trainer.config
+    print(
+        f"training {entry.name} on {trainer.splits.name} ({len(trainer.splits.train)} train / "
+        f"{len(trainer.splits.val)} val / {len(trainer.splits.test)} test), "
+        f"{'sync batch' if c.sync else 'async mak'}={c.mak} muf={c.muf} {c.optimizer.kind} "
+        f"lr={c.optimizer.lr:g} numerics={c.numerics} target={c.target}",
+        file=sys.stderr,
+    )
+
+    def bar(epoch: int, total: int) -> tqdm:
+        return tqdm(total=total, desc=f"epoch {epoch + 1}/{c.epochs}", unit="inst",
+                    disable=args.quiet, leave=True, file=sys.stderr)
+
+    def report(r: EpochRecord) -> None:
+        if args.quiet:
+            print(f"epoch {r.epoch}: loss {r.train_loss:.4f} val_acc {r.val_accuracy:.4f} "
+                  f"({r.wall_s:.1f} s)", file=sys.stderr)
+
+    trainer.fit(checkpoint=args.checkpoint, on_epoch=report, progress_factory=bar)
+    summary = trainer.summary()
+    _print_summary(summary)
+    if args.json is not None:
+        write_json(summary, args.json)
+    if args.plot is not None:
+        curve = [(r.wall_s, r.val_accuracy) for r in trainer.history]
+        plot_curves({f"amp-hls {summary['mode']}": curve}, args.plot, target=c.target,
+                    title=f"{entry.name}: validation accuracy")
+    if not summary["conservation_ok"]:
+        raise AmpHlsError(f"conservation check failed: {summary['conservation_problems']}")
+    return 0
+
+
+def _print_summary(s: dict) -> None:
+    stale = ", ".join(f"{k} mean {v['mean']:.1f} max {v['max']}" for k, v in s["staleness"].items())
+    ttt = s["time_to_target_s"]
+    print(
+        f"{s['model']} ({s['mode']}, {s['numerics']}): test accuracy {s['test_accuracy']:.4f} after "
+        f"{s['epochs']} epochs, {s['wall_s']:.1f} s training, {s['instances_per_s']:.0f} instances/s, "
+        f"time to target {'%.1f s' % ttt if ttt is not None else 'not reached'}, "
+        f"conservation {'ok' if s['conservation_ok'] else 'FAILED'}\n  staleness (updates between "
+        f"forward and backward): {stale}"
+    )

@@ -1,0 +1,320 @@
+"""Training on the numpy runtime: asynchronous model-parallel (AMP) or a synchronous baseline.
+
+AMP (design §4): new instances are admitted while fewer than ``mak`` are in flight; each
+parameter node applies its own update once it has gathered ``muf`` gradient messages, with no
+barrier, so a forward may run on weights newer than its backward sees (staleness, recorded per
+node). The synchronous baseline runs minibatches of ``batch`` instances to completion and then
+updates every node at once: ordinary minibatch SGD in the same engine, for side-by-side runs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..datasets import Example, Splits
+from ..errors import AmpHlsError
+from ..ir import Graph
+from ..kernels import Kernel, ParamKernel
+from ..kernels.host import LossKernel
+from ..models import ModelEntry
+from ..numerics import NumericConfig
+from .engine import Engine
+from .optim import Optimizer, OptimizerConfig
+
+CHECKPOINT_VERSION = 1
+KEY_SPACE = 1 << 32
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    mak: int = 16  # max active keys: instances in flight
+    muf: int = 8  # min update frequency: gradient messages per node update
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    epochs: int = 10
+    seed: int = 0
+    numerics: str = "float"
+    target: float | None = None  # stop once validation accuracy reaches it
+    sync: bool = False  # synchronous minibatch baseline (batch = mak)
+    max_batch: int = 256  # most messages one kernel call takes
+
+    def __post_init__(self) -> None:
+        for name in ("mak", "muf", "epochs", "max_batch"):
+            if getattr(self, name) < 1:
+                raise AmpHlsError(f"{name} must be at least 1, got {getattr(self, name)}")
+
+    def to_json(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["optimizer"] = asdict(self.optimizer)
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> TrainConfig:
+        return cls(**{**doc, "optimizer": OptimizerConfig(**doc["optimizer"])})
+
+
+@dataclass
+class EpochRecord:
+    epoch: int
+    wall_s: float  # since training started (excluding evaluation)
+    train_loss: float
+    train_accuracy: float
+    val_loss: float
+    val_accuracy: float
+    instances: int
+
+
+@dataclass
+class Evaluation:
+    loss: float
+    accuracy: float
+    count: int
+
+
+class Trainer:
+    """Trains one zoo model on the CPU runtime; see the module docstring for the two modes."""
+
+    def __init__(self, entry: ModelEntry, config: TrainConfig, splits: Splits | None = None):
+        self.entry = entry
+        self.config = config
+        self.numerics = NumericConfig(config.numerics)
+        self.graph: Graph = entry.build()
+        self.splits = splits if splits is not None else entry.data(config.seed)
+        self.engine = Engine(self.graph, self.numerics, seed=config.seed, max_batch=config.max_batch)
+        self.eval_engine = Engine(self.graph, self.numerics, seed=config.seed, train=False, max_batch=1024)
+        self.optimizer = Optimizer(config.optimizer)
+        self.rng = np.random.default_rng(config.seed + 2)
+        self.next_key = 0
+        self.epoch = 0
+        self.instances = 0
+        self.train_s = 0.0
+        self.history: list[EpochRecord] = []
+        if not config.sync:
+            self.engine.on_backward = self._maybe_update
+
+    # updates ----------------------------------------------------------------------------------
+    @property
+    def param_kernels(self) -> list[ParamKernel]:
+        return [k for k in self.engine.kernels.values() if isinstance(k, ParamKernel)]
+
+    def _maybe_update(self, kernel: Kernel) -> None:
+        if isinstance(kernel, ParamKernel) and kernel.n_grads >= self.config.muf:
+            self._apply(kernel)
+
+    def _apply(self, kernel: ParamKernel) -> None:
+        n = kernel.n_grads
+        mean = {k: g / n for k, g in kernel.grads_as_float().items()}
+        kernel.set_params(self.optimizer.step(kernel.name, kernel.params, mean))
+        kernel.zero_grads()
+
+    # running instances ------------------------------------------------------------------------
+    def _key(self) -> int:
+        key = self.next_key
+        self.next_key = (self.next_key + 1) % KEY_SPACE
+        return key
+
+    def _stream(
+        self,
+        engine: Engine,
+        examples: Sequence[Example],
+        window: int,
+        on_finish: Callable[[int], None] | None = None,
+    ) -> None:
+        """Admit ``examples`` while fewer than ``window`` are in flight; run until all finish."""
+        i = 0
+        while i < len(examples) or engine.active_keys:
+            while i < len(examples) and engine.active_keys < window:
+                engine.inject(self._key(), self.entry.inputs(self.graph, examples[i]))
+                i += 1
+            finished = engine.step()
+            if on_finish is not None and finished:
+                on_finish(len(finished))
+            if not finished and engine.idle and engine.active_keys:
+                raise AmpHlsError("engine stalled with instances in flight (a join never completed)")
+
+    def train_epoch(self, progress: Callable[[int], None] | None = None) -> tuple[float, float]:
+        """One pass over the shuffled training set; returns (mean loss, accuracy) seen in training."""
+        order = self.rng.permutation(len(self.splits.train))
+        examples = [self.splits.train[i] for i in order]
+        start = time.perf_counter()
+        if self.config.sync:
+            for lo in range(0, len(examples), self.config.mak):
+                batch = examples[lo : lo + self.config.mak]
+                self._stream(self.engine, batch, len(batch), progress)
+                for kernel in self.param_kernels:
+                    if kernel.n_grads:
+                        self._apply(kernel)
+        else:
+            self._stream(self.engine, examples, self.config.mak, progress)
+        self.train_s += time.perf_counter() - start
+        self.instances += len(examples)
+        self.epoch += 1
+        return _summarise(self._drain(self.engine))
+
+    def evaluate(self, examples: Sequence[Example]) -> Evaluation:
+        """Forward only (no caching) on the current weights."""
+        for kernel in self.eval_engine.kernels.values():
+            if isinstance(kernel, ParamKernel):
+                kernel.set_params(self.engine.kernels[kernel.name].params)  # type: ignore[attr-defined]
+        self._stream(self.eval_engine, examples, 1024)
+        loss, accuracy = _summarise(self._drain(self.eval_engine))
+        return Evaluation(loss, accuracy, len(examples))
+
+    @staticmethod
+    def _drain(engine: Engine) -> list:
+        records = []
+        for kernel in engine.kernels.values():
+            if isinstance(kernel, LossKernel):
+                records.extend(kernel.results)
+                kernel.results.clear()
+        return records
+
+    # the loop ---------------------------------------------------------------------------------
+    def fit(
+        self,
+        checkpoint: Path | None = None,
+        on_epoch: Callable[[EpochRecord], None] | None = None,
+        progress_factory: Callable[[int, int], Any] | None = None,
+    ) -> list[EpochRecord]:
+        """Train until ``epochs`` or the target; checkpoint after every epoch if asked."""
+        while self.epoch < self.config.epochs:
+            bar = progress_factory(self.epoch, len(self.splits.train)) if progress_factory else None
+            train_loss, train_acc = self.train_epoch(bar.update if bar is not None else None)
+            val = self.evaluate(self.splits.val)
+            record = EpochRecord(
+                self.epoch, self.train_s, train_loss, train_acc, val.loss, val.accuracy, self.instances
+            )
+            self.history.append(record)
+            if bar is not None:
+                bar.set_postfix(loss=f"{train_loss:.3f}", val_acc=f"{val.accuracy:.3f}",
+                                inst_s=f"{self.instances / max(self.train_s, 1e-9):.0f}")
+                bar.close()
+            if on_epoch is not None:
+                on_epoch(record)
+            if checkpoint is not None:
+                self.save(checkpoint)
+            if self.reached_target:
+                break
+        return self.history
+
+    @property
+    def reached_target(self) -> bool:
+        target = self.config.target
+        return target is not None and bool(self.history) and self.history[-1].val_accuracy >= target
+
+    def time_to_target(self) -> float | None:
+        if self.config.target is None:
+            return None
+        for record in self.history:
+            if record.val_accuracy >= self.config.target:
+                return record.wall_s
+        return None
+
+    def staleness(self) -> dict[str, dict[str, float]]:
+        return {
+            k.name: {"mean": k.staleness.mean, "max": k.staleness.max, "count": k.staleness.count}
+            for k in self.param_kernels
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON run summary (issue contract: model, backend, numerics, accuracy, speed ...)."""
+        test = self.evaluate(self.splits.test)
+        problems = self.engine.conservation_report()
+        return {
+            "model": self.entry.name,
+            "dataset": self.splits.name,
+            "backend": "cpu",
+            "numerics": self.config.numerics,
+            "mode": "sync" if self.config.sync else "async",
+            "config": self.config.to_json(),
+            "epochs": self.epoch,
+            "instances": self.instances,
+            "val_accuracy": self.history[-1].val_accuracy if self.history else None,
+            "test_accuracy": test.accuracy,
+            "test_loss": test.loss,
+            "wall_s": self.train_s,
+            "instances_per_s": self.instances / self.train_s if self.train_s else 0.0,
+            "target": self.config.target,
+            "reached_target": self.reached_target,
+            "time_to_target_s": self.time_to_target(),
+            "conservation_ok": not problems,
+            "conservation_problems": problems,
+            "staleness": self.staleness(),
+            "saturations": self.engine.counter.as_dict(),
+            "history": [asdict(r) for r in self.history],
+        }
+
+    # checkpoints: one .npz of plain arrays plus a JSON string, loaded with allow_pickle=False -----
+    def save(self, path: Path) -> None:
+        arrays: dict[str, np.ndarray] = {}
+        for kernel in self.param_kernels:
+            for name, value in kernel.params.items():
+                arrays[f"param/{kernel.name}/{name}"] = value
+        arrays.update(self.optimizer.state_arrays())
+        meta = {
+            "version": CHECKPOINT_VERSION,
+            "model": self.entry.name,
+            "config": self.config.to_json(),
+            "epoch": self.epoch,
+            "instances": self.instances,
+            "train_s": self.train_s,
+            "next_key": self.next_key,
+            "rng": self.rng.bit_generator.state,
+            "engine_rng": self.engine.order_rng.bit_generator.state,
+            "optimizer_steps": self.optimizer.steps,
+            "versions": {k.name: k.version for k in self.param_kernels},
+            "history": [asdict(r) for r in self.history],
+        }
+        arrays["meta"] = np.array(json.dumps(meta))
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp.npz")
+        np.savez(tmp, **arrays)
+        tmp.replace(path)  # a crash mid-write never leaves a half checkpoint behind
+
+    @classmethod
+    def resume(
+        cls, entry: ModelEntry, path: Path, splits: Splits | None = None, epochs: int | None = None
+    ) -> Trainer:
+        """Rebuild a trainer from ``path``; in deterministic mode it continues exactly."""
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {k: data[k] for k in data.files}
+        except (OSError, ValueError) as exc:
+            raise AmpHlsError(f"cannot read checkpoint {path}: {exc}") from None
+        meta = json.loads(str(arrays.pop("meta")))
+        if meta.get("version") != CHECKPOINT_VERSION or meta.get("model") != entry.name:
+            raise AmpHlsError(f"checkpoint {path} is for model {meta.get('model')!r} "
+                              f"(version {meta.get('version')}), not {entry.name!r}")
+        config = TrainConfig.from_json(meta["config"])
+        if epochs is not None:
+            config = TrainConfig.from_json({**config.to_json(), "epochs": epochs})
+        trainer = cls(entry, config, splits)
+        for kernel in trainer.param_kernels:
+            kernel.set_params({n: arrays[f"param/{kernel.name}/{n}"] for n in kernel.params})
+            kernel.version = meta["versions"][kernel.name]
+        trainer.optimizer.load_state(
+            {k: v for k, v in arrays.items() if k.startswith("opt/")}, meta["optimizer_steps"]
+        )
+        trainer.epoch = meta["epoch"]
+        trainer.instances = meta["instances"]
+        trainer.train_s = meta["train_s"]
+        trainer.next_key = meta["next_key"]
+        trainer.rng.bit_generator.state = meta["rng"]
+        trainer.engine.order_rng.bit_generator.state = meta["engine_rng"]
+        trainer.history = [EpochRecord(**r) for r in meta["history"]]
+        return trainer
+
+
+def _summarise(records: list) -> tuple[float, float]:
+    if not records:
+        return float("nan"), float("nan")
+    loss = float(np.mean([r.loss for r in records]))
+    judged = [r.correct for r in records if r.correct is not None]
+    accuracy = float(np.mean(judged)) if judged else float("nan")
+    return loss, accuracy
