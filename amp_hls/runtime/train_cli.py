@@ -94,10 +94,11 @@ def run_train(args: argparse.Namespace) -> int:
 def _print_summary(s: dict) -> None:
     stale = ", ".join(f"{k} mean {v['mean']:.1f} max {v['max']}" for k, v in s["staleness"].items())
     ttt = s["time_to_target_s"]
+    reached = f"{ttt:.1f} s" if ttt is not None else "not reached"
     print(
         f"{s['model']} ({s['mode']}, {s['numerics']}): test accuracy {s['test_accuracy']:.4f} after "
         f"{s['epochs']} epochs, {s['wall_s']:.1f} s training, {s['instances_per_s']:.0f} instances/s, "
-        f"time to target {'%.1f s' % ttt if ttt is not None else 'not reached'}, "
+        f"time to target {reached}, "
         f"conservation {'ok' if s['conservation_ok'] else 'FAILED'}\n  staleness (updates between "
         f"forward and backward): {stale}"
     )
