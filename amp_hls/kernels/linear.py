@@ -11,6 +11,7 @@ from ..message import Message
 from ..numerics import (
     NumericConfig,
     SaturationCounter,
+    dequantize,
     narrow,
     quantize,
     saturate_acc,
@@ -60,6 +61,20 @@ class ParamKernel(Kernel):
             self.params[key] = np.asarray(value, dtype=self.master_dtype).copy()
         self.version += 1
         self._requantize()
+
+    def load_quantized(self, qparams: dict[str, np.ndarray], version: int | None = None) -> None:
+        """Install fixed-point weights as a device does when a WEIGHTS message arrives."""
+        if not self.fixed:
+            raise self.error("quantised weights only exist in fixed-point mode")
+        wp = self.numerics.weights
+        for key, value in qparams.items():
+            if key not in self.params or np.shape(value) != self.params[key].shape:
+                raise self.error(f"parameter {key!r} of shape {np.shape(value)} does not fit")
+            if np.any(value < wp.qmin) or np.any(value > wp.qmax):
+                raise self.error(f"parameter {key!r} holds values outside {wp}")
+        self.qparams = {k: np.asarray(v, dtype=np.int64).copy() for k, v in qparams.items()}
+        self.params = {k: dequantize(v, wp).astype(self.master_dtype) for k, v in self.qparams.items()}
+        self.version = self.version + 1 if version is None else version
 
     def _requantize(self) -> None:
         if self.fixed:

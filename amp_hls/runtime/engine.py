@@ -13,13 +13,13 @@ a run is reproducible.
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import KernelError
-from ..ir import GraphCore, Source
+from ..ir import Edge, GraphCore, Source
 from ..kernels import Kernel, make_kernel
 from ..message import Direction, Message, Tag
 from ..numerics import FLOAT32, NumericConfig, SaturationCounter
@@ -54,9 +54,13 @@ class Engine:
         seed: int = 0,
         train: bool = True,
         max_batch: int = 256,
+        members: Collection[str] | None = None,
     ):
         graph.validate()
         self.graph = graph
+        # The nodes this engine runs; edges to any other node leave through ``outbox`` (a host
+        # engine and a device each run their part of a placed graph).
+        self.members = set(graph.nodes) if members is None else set(members)
         self.numerics = numerics
         self.train = train
         self.max_batch = max_batch
@@ -65,22 +69,30 @@ class Engine:
         self.kernels: dict[str, Kernel] = {
             name: make_kernel(node, graph, numerics, self.counter, init_rng)
             for name, node in graph.nodes.items()
+            if name in self.members
         }
-        self.sources = [n.name for n in graph.nodes.values() if isinstance(n, Source)]
-        # Where each emitted message goes: node -> port -> inbox, precomputed for speed.
-        self._fwd_route: dict[str, list[InboxKey]] = {n: [] for n in graph.nodes}
-        self._bwd_route: dict[str, list[InboxKey]] = {n: [] for n in graph.nodes}
-        for name, node in graph.nodes.items():
+        self.sources = [n for n, k in self.kernels.items() if isinstance(k.node, Source)]
+        # Where each emitted message goes: node -> port -> inbox (or the Edge, when it leaves
+        # this engine), precomputed for speed.
+        self._fwd_route: dict[str, list[InboxKey | Edge]] = {n: [] for n in self.kernels}
+        self._bwd_route: dict[str, list[InboxKey | Edge]] = {n: [] for n in self.kernels}
+        for name in self.kernels:
+            node = graph.nodes[name]
             for i in range(node.n_outputs):
-                dst = graph.edge_from(name, i).dst  # type: ignore[union-attr]
-                self._fwd_route[name].append((dst.node, Direction.FWD, dst.index))
+                edge = graph.edge_from(name, i)
+                assert edge is not None
+                inside = edge.dst.node in self.members
+                self._fwd_route[name].append((edge.dst.node, Direction.FWD, edge.dst.index) if inside else edge)
             for i in range(node.n_inputs):
-                src = graph.edge_into(name, i).src  # type: ignore[union-attr]
-                self._bwd_route[name].append((src.node, Direction.BWD, src.index))
+                edge = graph.edge_into(name, i)
+                assert edge is not None
+                inside = edge.src.node in self.members
+                self._bwd_route[name].append((edge.src.node, Direction.BWD, edge.src.index) if inside else edge)
+        self.outbox: list[tuple[Edge, Message]] = []  # messages for nodes outside this engine
         self.inboxes: dict[InboxKey, list[Message]] = {}
         self._ready: deque[InboxKey] = deque()
         self._in_flight: Counter[int] = Counter()  # key -> messages waiting in inboxes
-        self.counts: dict[str, NodeCounts] = {name: NodeCounts() for name in graph.nodes}
+        self.counts: dict[str, NodeCounts] = {name: NodeCounts() for name in self.kernels}
         self.stats = RunStats()
         self.order_rng = np.random.default_rng(seed + 1)  # serving order; checkpointed
         self.on_backward: Callable[[Kernel], None] | None = None  # e.g. apply updates every muf
@@ -95,6 +107,20 @@ class Engine:
             state, payload = inputs[name]
             msg = Message(Tag(key, tuple(state)), Direction.FWD, np.asarray(payload))
             self._deliver(name, self.kernels[name].forward(0, [msg], self.train))
+
+    def receive(self, edge: Edge, msg: Message) -> None:
+        """A message arriving over ``edge`` from outside: forward to its consumer, backward to its producer."""
+        if msg.direction is Direction.FWD:
+            inbox: InboxKey = (edge.dst.node, Direction.FWD, edge.dst.index)
+        else:
+            inbox = (edge.src.node, Direction.BWD, edge.src.index)
+        if inbox[0] not in self.kernels:
+            raise KernelError(f"message for node '{inbox[0]}', which this engine does not run")
+        self._enqueue(inbox, msg)
+
+    def take_outbox(self) -> list[tuple[Edge, Message]]:
+        out, self.outbox = self.outbox, []
+        return out
 
     @property
     def active_keys(self) -> int:
@@ -170,10 +196,13 @@ class Engine:
             else:
                 n_bwd += 1
                 inbox = bwd_route[port]
-            waiting = inboxes.get(inbox)
+            if type(inbox) is Edge:
+                self.outbox.append((inbox, msg))
+                continue
+            waiting = inboxes.get(inbox)  # type: ignore[arg-type]
             if waiting is None:
-                inboxes[inbox] = [msg]
-                ready.append(inbox)
+                inboxes[inbox] = [msg]  # type: ignore[index]
+                ready.append(inbox)  # type: ignore[arg-type]
             else:
                 waiting.append(msg)
             in_flight[msg.tag.key] += 1
@@ -181,12 +210,23 @@ class Engine:
         counts.fwd_out += n_fwd
         counts.bwd_out += n_bwd
 
+    def _enqueue(self, inbox: InboxKey, msg: Message) -> None:
+        waiting = self.inboxes.get(inbox)
+        if waiting is None:
+            self.inboxes[inbox] = [msg]
+            self._ready.append(inbox)
+        else:
+            waiting.append(msg)
+        self._in_flight[msg.tag.key] += 1
+
     # checks -----------------------------------------------------------------------------------
     def conservation_report(self) -> list[str]:
         """Problems that show a message was lost or duplicated; empty when all is well."""
         problems = []
         if self.inboxes:
             problems.append(f"{sum(map(len, self.inboxes.values()))} messages still waiting")
+        if self.outbox:
+            problems.append(f"{len(self.outbox)} outgoing messages never collected")
         for name, kernel in self.kernels.items():
             held = kernel.pending()
             if held:

@@ -1,0 +1,121 @@
+"""Placement: which nodes run on the device, and the channels where messages cross over.
+
+A channel is one boundary crossing, named and numbered once here for every executor (the numpy
+device model, the generated C++, the RTL, the board driver and the host):
+
+- an *edge* channel for each IR edge between a host node and a device node; its DATA messages
+  travel forward one way and backward the other;
+- a *params* channel for each device parameter node: WEIGHTS go in, GRADS come out.
+  The payload is one row per output feature: ``[W[o, :], b[o]]`` (bias column only if present).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import IRError
+from .ir import Edge, GraphCore, Linear
+from .wire import ChannelMap, ChannelSpec, Kind, Shape
+
+
+@dataclass(frozen=True)
+class BoundaryChannel:
+    channel: int
+    name: str
+    edge: Edge | None  # set for edge channels
+    node: str | None  # set for params channels
+    spec: ChannelSpec
+
+    @property
+    def is_params(self) -> bool:
+        return self.node is not None
+
+
+@dataclass(frozen=True)
+class Placement:
+    graph: GraphCore
+    device_nodes: tuple[str, ...]
+    host_nodes: tuple[str, ...]
+    channels: tuple[BoundaryChannel, ...]
+
+    @property
+    def channel_map(self) -> ChannelMap:
+        return ChannelMap(c.spec for c in self.channels)
+
+    def channel(self, channel_id: int) -> BoundaryChannel:
+        for c in self.channels:
+            if c.channel == channel_id:
+                return c
+        raise IRError(f"no boundary channel {channel_id}")
+
+    def edge_channel(self, edge: Edge) -> BoundaryChannel:
+        for c in self.channels:
+            if c.edge == edge:
+                return c
+        raise IRError(f"edge {edge} does not cross the host/device boundary")
+
+    def params_channel(self, node: str) -> BoundaryChannel:
+        for c in self.channels:
+            if c.node == node:
+                return c
+        raise IRError("not a device parameter node", node=node)
+
+    def enters_device(self, edge: Edge) -> bool:
+        """Whether forward messages on ``edge`` flow host -> device."""
+        return edge.dst.node in self.device_nodes
+
+    def to_json(self) -> dict[str, Any]:
+        out = []
+        for c in self.channels:
+            entry: dict[str, Any] = {
+                "channel": c.channel,
+                "name": c.name,
+                "shapes": {k.name: {"width": s.width, "max_rows": s.max_rows} for k, s in c.spec.shapes.items()},
+            }
+            if c.edge is not None:
+                entry["edge"] = str(c.edge)
+                entry["forward_into_device"] = self.enters_device(c.edge)
+            else:
+                entry["params_of"] = c.node
+                entry["layout"] = "one row per output feature: [weight[o, :], bias[o]]"
+            out.append(entry)
+        return {"device_nodes": list(self.device_nodes), "host_nodes": list(self.host_nodes), "channels": out}
+
+
+def place(graph: GraphCore) -> Placement:
+    """Split ``graph`` by its nodes' placement attributes and number the boundary channels."""
+    graph.validate()
+    device = tuple(n for n, node in graph.nodes.items() if node.placement == "device")
+    host = tuple(n for n in graph.nodes if n not in device)
+    channels: list[BoundaryChannel] = []
+    for edge in graph.edges:
+        if (edge.src.node in device) != (edge.dst.node in device):
+            spec = graph.spec(edge.src.node, edge.src.index)
+            name = f"{edge.src.node}_out{edge.src.index}__{edge.dst.node}_in{edge.dst.index}"
+            cs = ChannelSpec(len(channels), name, {Kind.DATA: Shape(spec.width, spec.max_rows)})
+            channels.append(BoundaryChannel(len(channels), name, edge, None, cs))
+    for name in device:
+        node = graph.nodes[name]
+        if isinstance(node, Linear):
+            shape = Shape(node.in_features + int(node.bias), node.out_features)
+            cs = ChannelSpec(len(channels), f"{name}_params", {Kind.WEIGHTS: shape, Kind.GRADS: shape})
+            channels.append(BoundaryChannel(len(channels), cs.name, None, name, cs))
+    return Placement(graph, device, host, tuple(channels))
+
+
+def pack_params(node: Linear, params: dict[str, np.ndarray]) -> np.ndarray:
+    """Parameter tensors as params-channel rows: ``[W[o, :], b[o]]`` per output feature."""
+    cols = [params["weight"]]
+    if node.bias:
+        cols.append(np.asarray(params["bias"]).reshape(-1, 1))
+    return np.concatenate(cols, axis=1)
+
+
+def unpack_params(node: Linear, rows: np.ndarray) -> dict[str, np.ndarray]:
+    out = {"weight": rows[:, : node.in_features]}
+    if node.bias:
+        out["bias"] = rows[:, node.in_features]
+    return out
