@@ -1,0 +1,122 @@
+"""The C-simulation device: the generated HLS C++ built with g++ and loaded through ctypes.
+
+Each build gets a fresh library name (a content hash), so rebuilding a project and loading it
+again in the same process picks up the new code. A compiler failure surfaces the compiler's own
+message; a kernel error (a protocol violation, a full tag table) surfaces the kernel's message.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import shutil
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..codegen.hls import HlsProject
+from ..wire import WireMessage, decode_beats, encode_beats
+from .device import Device, DeviceError, DeviceTimeout
+
+# HLS pragmas are meant for Vitis; g++ is told to ignore them, and every other warning is an error.
+CXXFLAGS = ("-std=c++17", "-O2", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror", "-Wno-unknown-pragmas")
+ROUNDS_PER_CALL = 20_000
+
+
+class CompileError(DeviceError):
+    """g++ rejected the generated sources; the message is the compiler's."""
+
+
+def build_csim(project: HlsProject, compiler: str = "g++", timeout: float = 600.0) -> Path:
+    """Compile the project's C simulation into ``build/libamp_csim_<hash>.so`` (cached)."""
+    if shutil.which(compiler) is None:
+        raise CompileError(f"C simulation needs a C++ compiler; {compiler!r} was not found on PATH")
+    sources = list(project.csim_sources)
+    headers = sorted(project.include_dir.glob("*.h"))
+    digest = hashlib.sha256()
+    for path in [*sources, *headers]:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    digest.update(" ".join(CXXFLAGS).encode())
+    out = project.root / "build" / f"libamp_csim_{digest.hexdigest()[:16]}.so"
+    if out.exists():
+        return out
+    out.parent.mkdir(exist_ok=True)
+    tmp = out.with_suffix(".tmp.so")
+    cmd = [compiler, *CXXFLAGS, f"-I{project.include_dir}", "-o", str(tmp), *map(str, sources)]
+    try:
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise CompileError(f"g++ did not finish within {timeout:.0f} s") from None
+    if result.returncode != 0:
+        raise CompileError(f"g++ failed to build the C simulation:\n{result.stderr.strip()}")
+    tmp.replace(out)
+    return out
+
+
+class CsimDevice(Device):
+    name = "csim"
+
+    def __init__(self, project: HlsProject, library: Path | None = None):
+        super().__init__(project.placement)
+        self.project = project
+        self.library_path = library if library is not None else build_csim(project)
+        lib = ctypes.CDLL(str(self.library_path))
+        u64p, u8p = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint8)
+        lib.amp_push.argtypes = [u64p, u8p, ctypes.c_int]
+        lib.amp_push.restype = ctypes.c_int
+        lib.amp_run.argtypes = [ctypes.c_long]
+        lib.amp_run.restype = ctypes.c_long
+        lib.amp_pop.argtypes = [u64p, u8p, ctypes.c_int]
+        lib.amp_pop.restype = ctypes.c_int
+        lib.amp_pending_out.restype = ctypes.c_int
+        lib.amp_error.restype = ctypes.c_char_p
+        lib.amp_saturations.restype = ctypes.c_ulonglong
+        self._lib = lib
+        lib.amp_reset()
+
+    def send(self, msgs: Sequence[WireMessage]) -> None:
+        for m in msgs:
+            data, last = encode_beats(m, self.channels)
+            data = np.ascontiguousarray(data, dtype=np.uint64)
+            last_u8 = np.ascontiguousarray(last, dtype=np.uint8)
+            self._lib.amp_push(
+                data.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)),
+                last_u8.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)),
+                len(data),
+            )
+            self.counters.sent += 1
+
+    def recv(self, timeout: float = 1.0) -> list[WireMessage]:
+        deadline = time.monotonic() + timeout
+        while True:
+            rounds = self._lib.amp_run(ROUNDS_PER_CALL)
+            if rounds == -2:
+                raise DeviceError(f"C simulation kernel error: {self._lib.amp_error().decode()}")
+            if rounds >= 0:
+                break
+            if time.monotonic() > deadline:
+                raise DeviceTimeout(f"C simulation still busy after {timeout} s")
+        n = self._lib.amp_pending_out()
+        if n == 0:
+            return []
+        data = np.zeros(n, dtype=np.uint64)
+        last = np.zeros(n, dtype=np.uint8)
+        got = self._lib.amp_pop(
+            data.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)),
+            last.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)),
+            n,
+        )
+        msgs = decode_beats(data[:got], last[:got].astype(bool), self.channels)
+        self.counters.received += len(msgs)
+        return msgs
+
+    @property
+    def saturations(self) -> int:
+        return int(self._lib.amp_saturations())
+
+    def reset(self) -> None:
+        self._lib.amp_reset()

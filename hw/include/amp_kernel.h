@@ -1,0 +1,166 @@
+// amp_kernel.h -- what every generated kernel shares: message I/O in the wire format, tags,
+// tag-keyed caches and join tables, and error reporting. Integer arithmetic only.
+//
+// Constants (field positions, element sizes, precisions, tables) come from the generated
+// amp_wire.h and amp_numerics.h; nothing here restates a number that Python defines.
+#pragma once
+#include <cstdint>
+
+#include "amp_numerics.h"
+#include "amp_stream.h"
+#include "amp_wire.h"
+
+#ifndef __SYNTHESIS__
+#include <stdexcept>
+#include <string>
+#define AMP_FAIL(msg) throw std::runtime_error(std::string(AMP_KERNEL_NAME) + ": " + (msg))
+#else
+#define AMP_FAIL(msg) amp::sticky_error = true
+#endif
+
+namespace amp {
+
+#ifdef __SYNTHESIS__
+static bool sticky_error = false;
+#endif
+
+struct Tag {
+    uint32_t key;
+    uint8_t len;
+    uint16_t s[wire::STATE_WORDS];
+};
+
+inline bool same_tag(const Tag& a, const Tag& b) {
+    if (a.key != b.key || a.len != b.len) return false;
+    for (int i = 0; i < wire::STATE_WORDS; ++i)
+        if (i < a.len && a.s[i] != b.s[i]) return false;
+    return true;
+}
+
+struct Header {
+    uint32_t channel;
+    uint32_t direction;
+    uint32_t kind;
+    uint32_t rows;
+    Tag tag;
+};
+
+inline uint64_t get_field(uint64_t beat, int64_t lsb, int64_t bits) { return wire::field_get(beat, lsb, bits); }
+
+// Reads the header and state beats of the next message.
+inline Header read_header(Stream& s) {
+    const uint64_t h = beat_data(s.read());
+    const uint64_t st = beat_data(s.read());
+    Header out;
+    out.channel = get_field(h, wire::HDR_CHANNEL_LSB, wire::HDR_CHANNEL_BITS);
+    out.direction = get_field(h, wire::HDR_DIRECTION_LSB, wire::HDR_DIRECTION_BITS);
+    out.kind = get_field(h, wire::HDR_KIND_LSB, wire::HDR_KIND_BITS);
+    out.rows = get_field(h, wire::HDR_ROWS_LSB, wire::HDR_ROWS_BITS);
+    out.tag.key = get_field(h, wire::HDR_KEY_LSB, wire::HDR_KEY_BITS);
+    out.tag.len = get_field(h, wire::HDR_STATE_LEN_LSB, wire::HDR_STATE_LEN_BITS);
+    for (int i = 0; i < wire::STATE_WORDS; ++i)
+        out.tag.s[i] = i < out.tag.len ? get_field(st, i * wire::STATE_WORD_BITS, wire::STATE_WORD_BITS) : 0;
+    return out;
+}
+
+// Writes the header and state beats; TLAST on the state beat only when no payload follows.
+inline void write_header(Stream& s, uint32_t direction, uint32_t kind, const Tag& tag, uint32_t rows,
+                         bool has_payload = true) {
+    uint64_t h = wire::field_put(0, wire::HDR_CHANNEL_LSB, wire::HDR_CHANNEL_BITS) |
+                 wire::field_put(direction, wire::HDR_DIRECTION_LSB, wire::HDR_DIRECTION_BITS) |
+                 wire::field_put(kind, wire::HDR_KIND_LSB, wire::HDR_KIND_BITS) |
+                 wire::field_put(tag.len, wire::HDR_STATE_LEN_LSB, wire::HDR_STATE_LEN_BITS) |
+                 wire::field_put(rows, wire::HDR_ROWS_LSB, wire::HDR_ROWS_BITS) |
+                 wire::field_put(tag.key, wire::HDR_KEY_LSB, wire::HDR_KEY_BITS);
+    uint64_t st = 0;
+    for (int i = 0; i < wire::STATE_WORDS; ++i)
+        if (i < tag.len) st |= wire::field_put(tag.s[i], i * wire::STATE_WORD_BITS, wire::STATE_WORD_BITS);
+    s.write(make_beat(h, false));
+    s.write(make_beat(st, !has_payload));
+}
+
+constexpr int EPB16 = wire::ELEMENTS_PER_BEAT_DATA;  // 16-bit elements per beat
+
+// Payload rows of 16-bit elements (DATA, WEIGHTS), each row padded to whole beats.
+template <int MAX_ROWS, int W>
+inline void read_rows(Stream& s, uint32_t rows, int16_t buf[MAX_ROWS][W]) {
+    if (rows < 1 || rows > MAX_ROWS) AMP_FAIL("message rows outside [1, max_rows]");
+    for (uint32_t r = 0; r < rows; ++r)
+        for (int b = 0; b < (W + EPB16 - 1) / EPB16; ++b) {
+            const uint64_t d = beat_data(s.read());
+            for (int e = 0; e < EPB16; ++e)
+                if (b * EPB16 + e < W) buf[r][b * EPB16 + e] = (int16_t)(uint16_t)(d >> (16 * e));
+        }
+}
+
+template <int MAX_ROWS, int W>
+inline void write_rows(Stream& s, uint32_t rows, const int16_t buf[MAX_ROWS][W]) {
+    const int beats = (W + EPB16 - 1) / EPB16;
+    for (uint32_t r = 0; r < rows; ++r)
+        for (int b = 0; b < beats; ++b) {
+            uint64_t d = 0;
+            for (int e = 0; e < EPB16; ++e)
+                if (b * EPB16 + e < W) d |= (uint64_t)(uint16_t)buf[r][b * EPB16 + e] << (16 * e);
+            s.write(make_beat(d, r + 1 == rows && b + 1 == beats));
+        }
+}
+
+// GRADS rows: one 64-bit lane per element, holding a 48-bit accumulator.
+template <int ROWS, int W>
+inline void write_rows64(Stream& s, const int64_t buf[ROWS][W]) {
+    for (int r = 0; r < ROWS; ++r)
+        for (int c = 0; c < W; ++c) s.write(make_beat((uint64_t)buf[r][c], r + 1 == ROWS && c + 1 == W));
+}
+
+// Skips the rest of a message (after an error), so the stream stays in step.
+inline void drain_message(Stream& s) {
+    while (!s.read().last) {
+    }
+}
+
+// A tag-keyed table of SLOTS entries: forward values waiting for their backward, or partial
+// joins. Linear search: SLOTS is small (bounded by mak times the messages one instance can
+// leave at a node), and hardware unrolls the compare.
+template <int SLOTS>
+struct TagTable {
+    bool valid[SLOTS];
+    Tag tag[SLOTS];
+
+    void clear() {
+        for (int i = 0; i < SLOTS; ++i) valid[i] = false;
+    }
+    int find(const Tag& t) const {
+        for (int i = 0; i < SLOTS; ++i)
+            if (valid[i] && same_tag(tag[i], t)) return i;
+        return -1;
+    }
+    bool full() const {
+        for (int i = 0; i < SLOTS; ++i)
+            if (!valid[i]) return false;
+        return true;
+    }
+    int used() const {
+        int n = 0;
+        for (int i = 0; i < SLOTS; ++i) n += valid[i];
+        return n;
+    }
+    int alloc(const Tag& t) {
+        if (find(t) >= 0) AMP_FAIL("tag already in flight at this node");
+        for (int i = 0; i < SLOTS; ++i)
+            if (!valid[i]) {
+                valid[i] = true;
+                tag[i] = t;
+                return i;
+            }
+        AMP_FAIL("tag table full");
+        return 0;
+    }
+    int take(const Tag& t) {
+        const int i = find(t);
+        if (i < 0) AMP_FAIL("no forward entry for this tag");
+        valid[i] = false;
+        return i;
+    }
+};
+
+}  // namespace amp
