@@ -1,0 +1,177 @@
+"""Training with the device-placed nodes on a device backend and the host as parameter server.
+
+The host runs the host-placed nodes (sources, losses) on the numpy engine and the parameter
+server; the device runs everything else and streams gradient sums back. Validation and test
+accuracy are measured on the numpy fixed-point engine with the very weights the server last
+quantised, which is bit-exact with the device's forward pass (held by tests/test_csim.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..datasets import Example, Splits
+from ..errors import AmpHlsError
+from ..kernels import LinearKernel
+from ..kernels.host import LossKernel
+from ..models import ModelEntry
+from ..numerics import NumericConfig, quantize
+from ..placement import place
+from ..runtime import Engine
+from ..runtime.trainer import EpochRecord, Evaluation, TrainConfig, _summarise
+from .device import Device
+from .runner import HostRunner
+from .server import ParameterServer
+
+BACKENDS = ("cpu", "csim")
+
+
+def make_device(
+    backend: str, entry: ModelEntry, graph, placement, numerics: NumericConfig, muf: int,  # type: ignore[no-untyped-def]
+    project_dir: Path | None, cache_slots: int,
+) -> Device:
+    if backend == "cpu":
+        from .cpu import CpuDevice
+
+        return CpuDevice(placement, numerics, muf=muf)
+    if backend == "csim":
+        from ..codegen.hls import HlsOptions, generate_hls
+        from .csim import CsimDevice
+
+        root = project_dir if project_dir is not None else Path("build") / f"{graph.name}_hls"
+        project = generate_hls(graph, root, HlsOptions(numerics=numerics, muf=muf, cache_slots=cache_slots))
+        return CsimDevice(project)
+    raise AmpHlsError(f"unknown device backend {backend!r}; available: {', '.join(BACKENDS)}")
+
+
+class DeviceTrainer:
+    def __init__(
+        self,
+        entry: ModelEntry,
+        config: TrainConfig,
+        backend: str = "cpu",
+        n_sync: int = 1,
+        splits: Splits | None = None,
+        project_dir: Path | None = None,
+        timeout: float = 30.0,
+    ):
+        if config.sync:
+            raise AmpHlsError("a device trains asynchronously; --sync is a CPU-runtime baseline")
+        self.entry = entry
+        self.config = config
+        self.backend = backend
+        self.n_sync = n_sync
+        self.numerics = NumericConfig("fixed")
+        self.graph = entry.build()
+        self.placement = place(self.graph)
+        self.splits = splits if splits is not None else entry.data(config.seed)
+        init = Engine(self.graph, self.numerics, seed=config.seed, members=self.placement.device_nodes)
+        initial = {n: dict(k.params) for n, k in init.kernels.items() if isinstance(k, LinearKernel)}
+        # An instance can leave one cache entry per loop iteration at a node (up to 20 in the
+        # zoo's lists), so the tag tables must hold about mak x that many.
+        cache_slots = max(64, 24 * config.mak)
+        self.device = make_device(backend, entry, self.graph, self.placement, self.numerics, config.muf,
+                                  project_dir, cache_slots)
+        self.server = ParameterServer(self.placement, self.numerics, config.optimizer, initial, config.muf, n_sync)
+        self.device.send(self.server.weights_messages())
+        self.runner = HostRunner(self.placement, self.device, self.numerics, seed=config.seed, timeout=timeout,
+                                 on_grads=lambda m: self.server.apply(m, self.device.send))
+        self.eval_engine = Engine(self.graph, self.numerics, train=False, max_batch=1024)
+        self.rng = np.random.default_rng(config.seed + 2)
+        self.epoch = 0
+        self.instances = 0
+        self.train_s = 0.0
+        self.history: list[EpochRecord] = []
+
+    def train_epoch(self, progress: Callable[[int], None] | None = None) -> tuple[float, float]:
+        order = self.rng.permutation(len(self.splits.train))
+        examples = [self.splits.train[i] for i in order]
+        start = time.perf_counter()
+        chunk = max(1, self.config.mak * 8)  # progress updates without slowing the loop
+        for lo in range(0, len(examples), chunk):
+            part = examples[lo : lo + chunk]
+            self.runner.run([self.entry.inputs(self.graph, e) for e in part], mak=self.config.mak)
+            if progress is not None:
+                progress(len(part))
+        self.train_s += time.perf_counter() - start
+        self.instances += len(examples)
+        self.epoch += 1
+        return _summarise(_drain(self.runner.host))
+
+    def evaluate(self, examples: Sequence[Example]) -> Evaluation:
+        for name, params in self.server.params().items():
+            kernel = self.eval_engine.kernels[name]
+            assert isinstance(kernel, LinearKernel)
+            kernel.load_quantized({k: quantize(v, self.numerics.weights) for k, v in params.items()})
+        i = 0
+        while i < len(examples) or self.eval_engine.active_keys:
+            while i < len(examples) and self.eval_engine.active_keys < 1024:
+                self.eval_engine.inject(i, self.entry.inputs(self.graph, examples[i]))
+                i += 1
+            self.eval_engine.run()
+        loss, accuracy = _summarise(_drain(self.eval_engine))
+        return Evaluation(loss, accuracy, len(examples))
+
+    def fit(self, on_epoch: Callable[[EpochRecord], None] | None = None,
+            progress_factory: Callable[[int, int], Any] | None = None) -> list[EpochRecord]:
+        while self.epoch < self.config.epochs:
+            bar = progress_factory(self.epoch, len(self.splits.train)) if progress_factory else None
+            train_loss, train_acc = self.train_epoch(bar.update if bar is not None else None)
+            val = self.evaluate(self.splits.val)
+            record = EpochRecord(self.epoch, self.train_s, train_loss, train_acc, val.loss, val.accuracy, self.instances)
+            self.history.append(record)
+            if bar is not None:
+                bar.set_postfix(loss=f"{train_loss:.3f}", val_acc=f"{val.accuracy:.3f}")
+                bar.close()
+            if on_epoch is not None:
+                on_epoch(record)
+            if self.config.target is not None and val.accuracy >= self.config.target:
+                break
+        return self.history
+
+    def summary(self) -> dict[str, Any]:
+        test = self.evaluate(self.splits.test)
+        problems = self.runner.host.conservation_report()
+        target = self.config.target
+        ttt = next((r.wall_s for r in self.history if target is not None and r.val_accuracy >= target), None)
+        return {
+            "model": self.entry.name,
+            "dataset": self.splits.name,
+            "backend": self.backend,
+            "numerics": "fixed",
+            "mode": "async",
+            "config": self.config.to_json(),
+            "n_sync": self.n_sync,
+            "epochs": self.epoch,
+            "instances": self.instances,
+            "val_accuracy": self.history[-1].val_accuracy if self.history else None,
+            "test_accuracy": test.accuracy,
+            "test_loss": test.loss,
+            "wall_s": self.train_s,
+            "instances_per_s": self.instances / self.train_s if self.train_s else 0.0,
+            "target": target,
+            "reached_target": ttt is not None,
+            "time_to_target_s": ttt,
+            "conservation_ok": not problems,
+            "conservation_problems": problems,
+            "staleness": {n: {"mean": s.staleness.mean, "max": s.staleness.max, "count": s.staleness.count}
+                          for n, s in self.server.nodes.items()},
+            "grads_dumps": self.server.dumps,
+            "device": asdict(self.device.counters),
+            "history": [asdict(r) for r in self.history],
+        }
+
+
+def _drain(engine: Engine) -> list:
+    records = []
+    for kernel in engine.kernels.values():
+        if isinstance(kernel, LossKernel):
+            records.extend(kernel.results)
+            kernel.results.clear()
+    return records
