@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 EXTRAS := dev,data,plot
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup test demo lint clean
+.PHONY: setup test demo lint clean bench-quick bench
 
 setup: $(STAMP)
 
@@ -23,7 +23,14 @@ demo: setup
 	$(BIN)/amp-hls demo
 
 lint: setup
-	$(BIN)/ruff check amp_hls tests
+	$(BIN)/ruff check amp_hls tests bench
+
+# Async vs sync ratios measured side by side; writes bench/results/quick.json (full.json).
+bench-quick: setup
+	$(BIN)/python -m bench.run --quick
+
+bench: setup
+	$(BIN)/python -m bench.run --full
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .ruff_cache .hypothesis

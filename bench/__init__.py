@@ -1,0 +1,1 @@
+"""Benchmarks that compare systems measured side by side in one run (see bench/README.md)."""
