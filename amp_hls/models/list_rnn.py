@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..datasets import Example
+from ..datasets import Example, generate_max_lists
 from ..ir import Graph, S, inc
 from .inputs import Inputs
+from .zoo import ModelEntry
 
 MAX_LEN = 20
 
@@ -40,3 +41,16 @@ def list_rnn_inputs(graph: Graph, example: Example) -> Inputs:
         "h0": ((0, n), np.zeros((1, graph.node("h0").width))),
         "target": ((n, n), np.array([[example.label]])),
     }
+
+
+ENTRIES = [
+    ModelEntry(
+        "list-rnn",
+        "recurrent cell unrolled by Phi/Isu/Cond over generated lists; predicts the maximum",
+        build_list_rnn,
+        lambda seed: generate_max_lists(seed=seed),
+        list_rnn_inputs,
+        target=0.97,
+        defaults={"mak": 16, "muf": 8, "lr": 3e-3, "epochs": 20},
+    )
+]

@@ -6,9 +6,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..datasets import Example
+from ..datasets import Example, load_digits_splits
 from ..ir import Graph
 from .inputs import Inputs
+from .zoo import ModelEntry
 
 
 def build_mlp(in_features: int = 64, hidden: Sequence[int] = (32,), classes: int = 10) -> Graph:
@@ -25,3 +26,16 @@ def build_mlp(in_features: int = 64, hidden: Sequence[int] = (32,), classes: int
 def mlp_inputs(graph: Graph, example: Example) -> Inputs:
     """One image as messages: a single feature row and its label, both with an empty state."""
     return {"x": ((), np.asarray(example.data).reshape(1, -1)), "label": ((), np.array([[example.label]]))}
+
+
+ENTRIES = [
+    ModelEntry(
+        "mlp",
+        "MLP classifier of scikit-learn's 8x8 digits (rows = 1)",
+        build_mlp,
+        load_digits_splits,
+        mlp_inputs,
+        target=0.98,
+        defaults={"mak": 16, "muf": 8, "lr": 3e-3, "epochs": 40},
+    )
+]
