@@ -6,6 +6,7 @@ updated ``t`` times uses ``1 - beta**t``, however often the other nodes have upd
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,8 +29,15 @@ class OptimizerConfig:
     def __post_init__(self) -> None:
         if self.kind not in OPTIMIZERS:
             raise AmpHlsError(f"unknown optimizer {self.kind!r}; use one of {', '.join(OPTIMIZERS)}")
-        if not self.lr > 0:
-            raise AmpHlsError(f"learning rate must be positive, got {self.lr}")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise AmpHlsError(f"learning rate must be positive and finite, got {self.lr}")
+        for name in ("momentum", "beta1", "beta2"):  # beta = 1 would divide by zero in bias correction
+            if not 0 <= getattr(self, name) < 1:
+                raise AmpHlsError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        if not self.eps > 0:  # Adam divides by sqrt(v) + eps, and v is 0 for a zero gradient
+            raise AmpHlsError(f"eps must be positive, got {self.eps}")
+        if self.clip is not None and not self.clip > 0:  # a negative clip would flip the update
+            raise AmpHlsError(f"clip must be positive or None (off), got {self.clip}")
 
 
 class Optimizer:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
@@ -39,13 +40,18 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     entry = MODELS[args.model]
     d = entry.defaults
     target = None if args.no_target else (args.target if args.target is not None else entry.target)
+
+    def given(value: Any, default: Any) -> Any:
+        # `--mak 0` must reach TrainConfig's check, not silently become the default
+        return default if value is None else value
+
     return TrainConfig(
-        mak=args.mak or d.get("mak", 16),
-        muf=args.muf or d.get("muf", 8),
+        mak=given(args.mak, d.get("mak", 16)),
+        muf=given(args.muf, d.get("muf", 8)),
         optimizer=OptimizerConfig(
-            args.optimizer, lr=args.lr or d.get("lr", 1e-3), clip=args.clip or None
+            args.optimizer, lr=given(args.lr, d.get("lr", 1e-3)), clip=args.clip or None
         ),
-        epochs=args.epochs or d.get("epochs", 10),
+        epochs=given(args.epochs, d.get("epochs", 10)),
         seed=args.seed,
         numerics=args.numerics,
         target=target,

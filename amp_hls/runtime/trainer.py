@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -158,7 +159,10 @@ class Trainer:
         return _summarise(self._drain(self.engine))
 
     def evaluate(self, examples: Sequence[Example]) -> Evaluation:
-        """Forward only (no caching) on the current weights."""
+        """Forward only (no caching) on the current weights; the same weights give the same numbers."""
+        # A fresh serving order per call: evaluation never depends on earlier evaluations, so a
+        # resumed run reproduces the validation losses of a straight one bit for bit.
+        self.eval_engine.order_rng = np.random.default_rng(self.config.seed + 1)
         for kernel in self.eval_engine.kernels.values():
             if isinstance(kernel, ParamKernel):
                 kernel.set_params(self.engine.kernels[kernel.name].params)  # type: ignore[attr-defined]
@@ -256,6 +260,8 @@ class Trainer:
         for kernel in self.param_kernels:
             for name, value in kernel.params.items():
                 arrays[f"param/{kernel.name}/{name}"] = value
+            for name, value in kernel.grads.items():  # gradients gathered towards the next update
+                arrays[f"grad/{kernel.name}/{name}"] = value
         arrays.update(self.optimizer.state_arrays())
         meta = {
             "version": CHECKPOINT_VERSION,
@@ -269,6 +275,7 @@ class Trainer:
             "engine_rng": self.engine.order_rng.bit_generator.state,
             "optimizer_steps": self.optimizer.steps,
             "versions": {k.name: k.version for k in self.param_kernels},
+            "n_grads": {k.name: k.n_grads for k in self.param_kernels},
             "history": [asdict(r) for r in self.history],
         }
         arrays["meta"] = np.array(json.dumps(meta))
@@ -285,12 +292,28 @@ class Trainer:
         try:
             with np.load(path, allow_pickle=False) as data:
                 arrays = {k: data[k] for k in data.files}
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
             raise AmpHlsError(f"cannot read checkpoint {path}: {exc}") from None
-        meta = json.loads(str(arrays.pop("meta")))
+        try:
+            meta = json.loads(str(arrays.pop("meta")))
+            if not isinstance(meta, dict):
+                raise TypeError("metadata is not a JSON object")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise AmpHlsError(f"checkpoint {path} has no valid metadata: {exc}") from None
         if meta.get("version") != CHECKPOINT_VERSION or meta.get("model") != entry.name:
             raise AmpHlsError(f"checkpoint {path} is for model {meta.get('model')!r} "
                               f"(version {meta.get('version')}), not {entry.name!r}")
+        try:
+            return cls._restore(entry, arrays, meta, splits, epochs)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise AmpHlsError(f"checkpoint {path} is incomplete or corrupt: "
+                              f"{type(exc).__name__}: {exc}") from None
+
+    @classmethod
+    def _restore(
+        cls, entry: ModelEntry, arrays: dict[str, np.ndarray], meta: dict[str, Any],
+        splits: Splits | None, epochs: int | None,
+    ) -> Trainer:
         config = TrainConfig.from_json(meta["config"])
         if epochs is not None:
             config = TrainConfig.from_json({**config.to_json(), "epochs": epochs})
@@ -298,6 +321,9 @@ class Trainer:
         for kernel in trainer.param_kernels:
             kernel.set_params({n: arrays[f"param/{kernel.name}/{n}"] for n in kernel.params})
             kernel.version = meta["versions"][kernel.name]
+            # the gradients gathered towards the next update, or the resumed run drifts
+            kernel.grads = {n: arrays[f"grad/{kernel.name}/{n}"].astype(g.dtype) for n, g in kernel.grads.items()}
+            kernel.n_grads = meta["n_grads"][kernel.name]
         trainer.optimizer.load_state(
             {k: v for k, v in arrays.items() if k.startswith("opt/")}, meta["optimizer_steps"]
         )
