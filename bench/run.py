@@ -85,7 +85,7 @@ def run_system(entry: ModelEntry, splits: Splits, sync: bool, seed: int, epochs:
         "val_accuracy": s["val_accuracy"],
         "epochs": s["epochs"],
         "train_s": s["wall_s"],
-        "curve": [[r.wall_s, r.val_accuracy] for r in trainer.history],
+        "curve": [[r.wall_s, r.val_metric] for r in trainer.history],
     }
 
 

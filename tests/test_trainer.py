@@ -212,7 +212,7 @@ def test_evaluate_is_a_function_of_the_weights():
     trainer.train_epoch()
     first = trainer.evaluate(trainer.splits.val)
     again = trainer.evaluate(trainer.splits.val)
-    assert (first.loss, first.accuracy, first.count) == (again.loss, again.accuracy, again.count)
+    assert (first.loss, first.metric, first.count) == (again.loss, again.metric, again.count)
     assert first.count == 80
 
 
@@ -277,8 +277,8 @@ def test_resume_continues_exactly(model, overrides, tmp_path):
         assert ka.version == kb.version and ka.n_grads == kb.n_grads
     assert straight.optimizer.steps == resumed.optimizer.steps
     for ra, rb in zip(straight.history, resumed.history, strict=True):
-        assert (ra.epoch, ra.train_loss, ra.train_accuracy, ra.val_loss, ra.val_accuracy, ra.instances) == (
-            rb.epoch, rb.train_loss, rb.train_accuracy, rb.val_loss, rb.val_accuracy, rb.instances
+        assert (ra.epoch, ra.train_loss, ra.train_metric, ra.val_loss, ra.val_metric, ra.instances) == (
+            rb.epoch, rb.train_loss, rb.train_metric, rb.val_loss, rb.val_metric, rb.instances
         )
     assert straight.next_key == resumed.next_key
     assert straight.evaluate(splits.test) == resumed.evaluate(splits.test)

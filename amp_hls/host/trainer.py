@@ -18,25 +18,25 @@ import numpy as np
 
 from ..datasets import Example, Splits
 from ..errors import AmpHlsError
+from ..ir import Graph
 from ..kernels import LinearKernel
-from ..kernels.host import LossKernel
 from ..models import ModelEntry
 from ..numerics import NumericConfig, quantize
-from ..placement import place
+from ..placement import Placement, place
 from ..runtime import Engine
-from ..runtime.trainer import EpochRecord, Evaluation, TrainConfig, _summarise
+from ..runtime.trainer import Evaluation, TrainConfig, TrainerBase, drain_losses
 from .device import Device
 from .runner import HostRunner
 from .server import ParameterServer
 
-BACKENDS = ("cpu", "csim")
+BACKENDS = ("numpy-device", "csim")
 
 
 def make_device(
-    backend: str, entry: ModelEntry, graph, placement, numerics: NumericConfig, muf: int,  # type: ignore[no-untyped-def]
+    backend: str, graph: Graph, placement: Placement, numerics: NumericConfig, muf: int,
     project_dir: Path | None, cache_slots: int,
 ) -> Device:
-    if backend == "cpu":
+    if backend == "numpy-device":
         from .cpu import CpuDevice
 
         return CpuDevice(placement, numerics, muf=muf)
@@ -50,12 +50,14 @@ def make_device(
     raise AmpHlsError(f"unknown device backend {backend!r}; available: {', '.join(BACKENDS)}")
 
 
-class DeviceTrainer:
+class DeviceTrainer(TrainerBase):
+    """Host nodes and the parameter server here, device nodes on ``backend`` (always fixed point)."""
+
     def __init__(
         self,
         entry: ModelEntry,
         config: TrainConfig,
-        backend: str = "cpu",
+        backend: str = "numpy-device",
         n_sync: int = 1,
         splits: Splits | None = None,
         project_dir: Path | None = None,
@@ -63,20 +65,19 @@ class DeviceTrainer:
     ):
         if config.sync:
             raise AmpHlsError("a device trains asynchronously; --sync is a CPU-runtime baseline")
-        self.entry = entry
-        self.config = config
+        if config.numerics != "fixed":
+            raise AmpHlsError("a device computes in fixed point: use --numerics fixed")
+        super().__init__(entry, config, splits)
         self.backend = backend
         self.n_sync = n_sync
         self.numerics = NumericConfig("fixed")
-        self.graph = entry.build()
         self.placement = place(self.graph)
-        self.splits = splits if splits is not None else entry.data(config.seed)
         init = Engine(self.graph, self.numerics, seed=config.seed, members=self.placement.device_nodes)
         initial = {n: dict(k.params) for n, k in init.kernels.items() if isinstance(k, LinearKernel)}
         # An instance can leave one cache entry per loop iteration at a node (up to 20 in the
         # zoo's lists), so the tag tables must hold about mak x that many.
         cache_slots = max(64, 24 * config.mak)
-        self.device = make_device(backend, entry, self.graph, self.placement, self.numerics, config.muf,
+        self.device = make_device(backend, self.graph, self.placement, self.numerics, config.muf,
                                   project_dir, cache_slots)
         self.server = ParameterServer(self.placement, self.numerics, config.optimizer, initial, config.muf, n_sync)
         self.device.send(self.server.weights_messages())
@@ -84,10 +85,6 @@ class DeviceTrainer:
                                  on_grads=lambda m: self.server.apply(m, self.device.send))
         self.eval_engine = Engine(self.graph, self.numerics, train=False, max_batch=1024)
         self.rng = np.random.default_rng(config.seed + 2)
-        self.epoch = 0
-        self.instances = 0
-        self.train_s = 0.0
-        self.history: list[EpochRecord] = []
 
     def train_epoch(self, progress: Callable[[int], None] | None = None) -> tuple[float, float]:
         order = self.rng.permutation(len(self.splits.train))
@@ -102,9 +99,10 @@ class DeviceTrainer:
         self.train_s += time.perf_counter() - start
         self.instances += len(examples)
         self.epoch += 1
-        return _summarise(_drain(self.runner.host))
+        return self.metrics(drain_losses(self.runner.host))
 
     def evaluate(self, examples: Sequence[Example]) -> Evaluation:
+        """The numpy fixed-point forward on the weights the device last received."""
         for name, params in self.server.params().items():
             kernel = self.eval_engine.kernels[name]
             assert isinstance(kernel, LinearKernel)
@@ -115,63 +113,18 @@ class DeviceTrainer:
                 self.eval_engine.inject(i, self.entry.inputs(self.graph, examples[i]))
                 i += 1
             self.eval_engine.run()
-        loss, accuracy = _summarise(_drain(self.eval_engine))
-        return Evaluation(loss, accuracy, len(examples))
+        loss, metric = self.metrics(drain_losses(self.eval_engine))
+        return Evaluation(loss, metric, len(examples))
 
-    def fit(self, on_epoch: Callable[[EpochRecord], None] | None = None,
-            progress_factory: Callable[[int, int], Any] | None = None) -> list[EpochRecord]:
-        while self.epoch < self.config.epochs:
-            bar = progress_factory(self.epoch, len(self.splits.train)) if progress_factory else None
-            train_loss, train_acc = self.train_epoch(bar.update if bar is not None else None)
-            val = self.evaluate(self.splits.val)
-            record = EpochRecord(self.epoch, self.train_s, train_loss, train_acc, val.loss, val.accuracy, self.instances)
-            self.history.append(record)
-            if bar is not None:
-                bar.set_postfix(loss=f"{train_loss:.3f}", val_acc=f"{val.accuracy:.3f}")
-                bar.close()
-            if on_epoch is not None:
-                on_epoch(record)
-            if self.config.target is not None and val.accuracy >= self.config.target:
-                break
-        return self.history
-
-    def summary(self) -> dict[str, Any]:
-        test = self.evaluate(self.splits.test)
+    def _details(self) -> dict[str, Any]:
         problems = self.runner.host.conservation_report()
-        target = self.config.target
-        ttt = next((r.wall_s for r in self.history if target is not None and r.val_accuracy >= target), None)
         return {
-            "model": self.entry.name,
-            "dataset": self.splits.name,
-            "backend": self.backend,
-            "numerics": "fixed",
-            "mode": "async",
-            "config": self.config.to_json(),
             "n_sync": self.n_sync,
-            "epochs": self.epoch,
-            "instances": self.instances,
-            "val_accuracy": self.history[-1].val_accuracy if self.history else None,
-            "test_accuracy": test.accuracy,
-            "test_loss": test.loss,
-            "wall_s": self.train_s,
-            "instances_per_s": self.instances / self.train_s if self.train_s else 0.0,
-            "target": target,
-            "reached_target": ttt is not None,
-            "time_to_target_s": ttt,
             "conservation_ok": not problems,
             "conservation_problems": problems,
             "staleness": {n: {"mean": s.staleness.mean, "max": s.staleness.max, "count": s.staleness.count}
                           for n, s in self.server.nodes.items()},
             "grads_dumps": self.server.dumps,
             "device": asdict(self.device.counters),
-            "history": [asdict(r) for r in self.history],
         }
 
-
-def _drain(engine: Engine) -> list:
-    records = []
-    for kernel in engine.kernels.values():
-        if isinstance(kernel, LossKernel):
-            records.extend(kernel.results)
-            kernel.results.clear()
-    return records

@@ -13,7 +13,9 @@ from ..errors import AmpHlsError
 from ..models import MODELS
 from .optim import OPTIMIZERS, OptimizerConfig
 from .report import plot_curves, write_json
-from .trainer import EpochRecord, TrainConfig, Trainer
+from .trainer import EpochRecord, TrainConfig, Trainer, TrainerBase
+
+TRAIN_BACKENDS = ("cpu", "numpy-device", "csim")
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
@@ -26,11 +28,19 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epochs", type=int, help="maximum epochs (model default)")
     p.add_argument("--seed", type=int, default=0, help="seeds data, weights and scheduling order")
     p.add_argument("--numerics", choices=("float", "fixed"), default="float")
-    p.add_argument("--target", type=float, help="stop when validation accuracy reaches this (model default)")
+    p.add_argument("--target", type=float, help="stop when the validation metric (accuracy, or MAE) reaches this (model default)")
     p.add_argument("--no-target", action="store_true", help="run every epoch, ignoring any target")
     p.add_argument("--sync", action="store_true", help="synchronous minibatch baseline (batch = mak)")
+    p.add_argument("--backend", choices=TRAIN_BACKENDS, default="cpu",
+                   help="cpu: the whole graph on the numpy runtime (float or fixed); numpy-device: "
+                   "device nodes on the numpy device model behind the wire format; csim: device nodes "
+                   "on the generated HLS C++ (g++); the last two keep weights on a host parameter "
+                   "server and need --numerics fixed")
+    p.add_argument("--n-sync", type=int, default=1,
+                   help="device backends: gradient dumps per node between weight pushes (default 1)")
+    p.add_argument("--project", type=Path, help="csim: where to generate the HLS project (default build/)")
     p.add_argument("--json", type=Path, help="write the run summary here")
-    p.add_argument("--plot", type=Path, help="write validation accuracy vs wall time (PNG) here")
+    p.add_argument("--plot", type=Path, help="write the validation metric vs wall time (PNG) here")
     p.add_argument("--checkpoint", type=Path, help="save a checkpoint (.npz) here after every epoch")
     p.add_argument("--resume", type=Path, help="continue from this checkpoint (its settings win)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -61,7 +71,14 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 def run_train(args: argparse.Namespace) -> int:
     entry = MODELS[args.model]
-    if args.resume is not None:
+    trainer: TrainerBase
+    if args.backend != "cpu":
+        if args.resume is not None:
+            raise AmpHlsError("--resume works with the cpu backend only")
+        from ..host.trainer import DeviceTrainer
+
+        trainer = DeviceTrainer(entry, config_from_args(args), args.backend, args.n_sync, project_dir=args.project)
+    elif args.resume is not None:
         trainer = Trainer.resume(entry, args.resume, epochs=args.epochs)
     else:
         trainer = Trainer(entry, config_from_args(args))
@@ -80,7 +97,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     def report(r: EpochRecord) -> None:
         if args.quiet:
-            print(f"epoch {r.epoch}: loss {r.train_loss:.4f} val_acc {r.val_accuracy:.4f} "
+            print(f"epoch {r.epoch}: loss {r.train_loss:.4f} val_{entry.metric} {r.val_metric:.4f} "
                   f"({r.wall_s:.1f} s)", file=sys.stderr)
 
     trainer.fit(checkpoint=args.checkpoint, on_epoch=report, progress_factory=bar)
@@ -89,9 +106,10 @@ def run_train(args: argparse.Namespace) -> int:
     if args.json is not None:
         write_json(summary, args.json)
     if args.plot is not None:
-        curve = [(r.wall_s, r.val_accuracy) for r in trainer.history]
-        plot_curves({f"amp-hls {summary['mode']}": curve}, args.plot, target=c.target,
-                    title=f"{entry.name}: validation accuracy")
+        curve = [(r.wall_s, r.val_metric) for r in trainer.history]
+        label = f"validation {entry.metric}" + (f" ({entry.metric_unit})" if entry.metric_unit else "")
+        plot_curves({f"amp-hls {summary['mode']} ({summary['backend']})": curve}, args.plot,
+                    metric=label, target=c.target, title=f"{entry.name}: {label}")
     if not summary["conservation_ok"]:
         raise AmpHlsError(f"conservation check failed: {summary['conservation_problems']}")
     return 0
@@ -102,7 +120,8 @@ def _print_summary(s: dict) -> None:
     ttt = s["time_to_target_s"]
     reached = f"{ttt:.1f} s" if ttt is not None else "not reached"
     print(
-        f"{s['model']} ({s['mode']}, {s['numerics']}): test accuracy {s['test_accuracy']:.4f} after "
+        f"{s['model']} ({s['mode']}, {s['backend']}, {s['numerics']}): test {s['metric']} "
+        f"{s['test_metric']:.4f}{' ' + s['metric_unit'] if s['metric_unit'] else ''} after "
         f"{s['epochs']} epochs, {s['wall_s']:.1f} s training, {s['instances_per_s']:.0f} instances/s, "
         f"time to target {reached}, "
         f"conservation {'ok' if s['conservation_ok'] else 'FAILED'}\n  staleness (updates between "

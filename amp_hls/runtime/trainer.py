@@ -29,7 +29,7 @@ from ..numerics import NumericConfig
 from .engine import Engine
 from .optim import Optimizer, OptimizerConfig
 
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2
 KEY_SPACE = 1 << 32
 
 
@@ -41,7 +41,7 @@ class TrainConfig:
     epochs: int = 10
     seed: int = 0
     numerics: str = "float"
-    target: float | None = None  # stop once validation accuracy reaches it
+    target: float | None = None  # stop once the validation metric reaches it
     sync: bool = False  # synchronous minibatch baseline (batch = mak)
     max_batch: int = 256  # most messages one kernel call takes
 
@@ -65,37 +65,145 @@ class EpochRecord:
     epoch: int
     wall_s: float  # since training started (excluding evaluation)
     train_loss: float
-    train_accuracy: float
+    train_metric: float  # the model's metric (accuracy, or MAE in its unit) seen in training
     val_loss: float
-    val_accuracy: float
+    val_metric: float
     instances: int
 
 
 @dataclass
 class Evaluation:
     loss: float
-    accuracy: float
+    metric: float
     count: int
 
 
-class Trainer:
-    """Trains one zoo model on the CPU runtime; see the module docstring for the two modes."""
+class TrainerBase:
+    """The epoch loop, the target, the metric and the summary, whatever executes the graph.
+
+    Subclasses provide ``train_epoch``, ``evaluate``, ``backend`` and ``_details`` (their part
+    of the summary); ``save`` only where checkpoints are supported.
+    """
+
+    backend = ""
 
     def __init__(self, entry: ModelEntry, config: TrainConfig, splits: Splits | None = None):
         self.entry = entry
         self.config = config
-        self.numerics = NumericConfig(config.numerics)
         self.graph: Graph = entry.build()
         self.splits = splits if splits is not None else entry.data(config.seed)
+        self.epoch = 0
+        self.instances = 0
+        self.train_s = 0.0
+        self.history: list[EpochRecord] = []
+
+    def train_epoch(self, progress: Callable[[int], None] | None = None) -> tuple[float, float]:
+        raise NotImplementedError
+
+    def evaluate(self, examples: Sequence[Example]) -> Evaluation:
+        raise NotImplementedError
+
+    def save(self, path: Path) -> None:
+        raise AmpHlsError(f"the {self.backend} backend does not write checkpoints")
+
+    def _details(self) -> dict[str, Any]:
+        return {}
+
+    def metrics(self, records: list) -> tuple[float, float]:
+        """(mean loss, the model's metric) over loss records."""
+        if not records:
+            return float("nan"), float("nan")
+        loss = float(np.mean([r.loss for r in records]))
+        if self.entry.metric == "mae":
+            errors = [np.abs(r.prediction - r.target).mean() for r in records]
+            return loss, float(np.mean(errors)) * self.entry.metric_scale
+        judged = [r.correct for r in records if r.correct is not None]
+        return loss, float(np.mean(judged)) if judged else float("nan")
+
+    # the loop ---------------------------------------------------------------------------------
+    def fit(
+        self,
+        checkpoint: Path | None = None,
+        on_epoch: Callable[[EpochRecord], None] | None = None,
+        progress_factory: Callable[[int, int], Any] | None = None,
+    ) -> list[EpochRecord]:
+        """Train until ``epochs`` or the target; checkpoint after every epoch if asked."""
+        name = "acc" if self.entry.metric == "accuracy" else self.entry.metric
+        while self.epoch < self.config.epochs:
+            bar = progress_factory(self.epoch, len(self.splits.train)) if progress_factory else None
+            train_loss, train_metric = self.train_epoch(bar.update if bar is not None else None)
+            val = self.evaluate(self.splits.val)
+            record = EpochRecord(
+                self.epoch, self.train_s, train_loss, train_metric, val.loss, val.metric, self.instances
+            )
+            self.history.append(record)
+            if bar is not None:
+                bar.set_postfix({"loss": f"{train_loss:.3f}", f"val_{name}": f"{val.metric:.3f}",
+                                 "inst_s": f"{self.instances / max(self.train_s, 1e-9):.0f}"})
+                bar.close()
+            if on_epoch is not None:
+                on_epoch(record)
+            if checkpoint is not None:
+                self.save(checkpoint)
+            if self.reached_target:
+                break
+        return self.history
+
+    def _reached(self, record: EpochRecord) -> bool:
+        target = self.config.target
+        return target is not None and self.entry.better(record.val_metric, target)
+
+    @property
+    def reached_target(self) -> bool:
+        return bool(self.history) and self._reached(self.history[-1])
+
+    def time_to_target(self) -> float | None:
+        return next((r.wall_s for r in self.history if self._reached(r)), None)
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON run summary: model, backend, numerics, epochs, the test metric
+        (``test_accuracy`` or ``test_mae``), speed, conservation and staleness, and the history."""
+        test = self.evaluate(self.splits.test)
+        metric = self.entry.metric
+        doc: dict[str, Any] = {
+            "model": self.entry.name,
+            "dataset": self.splits.name,
+            "backend": self.backend,
+            "numerics": self.config.numerics,
+            "mode": "sync" if self.config.sync else "async",
+            "config": self.config.to_json(),
+            "epochs": self.epoch,
+            "instances": self.instances,
+            "metric": metric,
+            "metric_unit": self.entry.metric_unit,
+            f"val_{metric}": self.history[-1].val_metric if self.history else None,
+            f"test_{metric}": test.metric,
+            "test_metric": test.metric,
+            "test_loss": test.loss,
+            "wall_s": self.train_s,
+            "instances_per_s": self.instances / self.train_s if self.train_s else 0.0,
+            "target": self.config.target,
+            "reached_target": self.reached_target,
+            "time_to_target_s": self.time_to_target(),
+        }
+        doc.update(self._details())
+        doc["history"] = [asdict(r) for r in self.history]
+        return doc
+
+
+class Trainer(TrainerBase):
+    """Trains one zoo model on the CPU runtime; see the module docstring for the two modes."""
+
+    backend = "cpu"
+
+    def __init__(self, entry: ModelEntry, config: TrainConfig, splits: Splits | None = None):
+        super().__init__(entry, config, splits)
+        self.numerics = NumericConfig(config.numerics)
         self.engine = Engine(self.graph, self.numerics, seed=config.seed, max_batch=config.max_batch)
         self.eval_engine = Engine(self.graph, self.numerics, seed=config.seed, train=False, max_batch=1024)
         self.optimizer = Optimizer(config.optimizer)
         self.rng = np.random.default_rng(config.seed + 2)
         self.next_key = 0
-        self.epoch = 0
-        self.instances = 0
-        self.train_s = 0.0
-        self.history: list[EpochRecord] = []
         if not config.sync:
             self.engine.on_backward = self._maybe_update
 
@@ -140,7 +248,7 @@ class Trainer:
                 raise AmpHlsError("engine stalled with instances in flight (a join never completed)")
 
     def train_epoch(self, progress: Callable[[int], None] | None = None) -> tuple[float, float]:
-        """One pass over the shuffled training set; returns (mean loss, accuracy) seen in training."""
+        """One pass over the shuffled training set; returns (mean loss, metric) seen in training."""
         order = self.rng.permutation(len(self.splits.train))
         examples = [self.splits.train[i] for i in order]
         start = time.perf_counter()
@@ -156,7 +264,7 @@ class Trainer:
         self.train_s += time.perf_counter() - start
         self.instances += len(examples)
         self.epoch += 1
-        return _summarise(self._drain(self.engine))
+        return self.metrics(drain_losses(self.engine))
 
     def evaluate(self, examples: Sequence[Example]) -> Evaluation:
         """Forward only (no caching) on the current weights; the same weights give the same numbers."""
@@ -167,58 +275,8 @@ class Trainer:
             if isinstance(kernel, ParamKernel):
                 kernel.set_params(self.engine.kernels[kernel.name].params)  # type: ignore[attr-defined]
         self._stream(self.eval_engine, examples, 1024)
-        loss, accuracy = _summarise(self._drain(self.eval_engine))
-        return Evaluation(loss, accuracy, len(examples))
-
-    @staticmethod
-    def _drain(engine: Engine) -> list:
-        records = []
-        for kernel in engine.kernels.values():
-            if isinstance(kernel, LossKernel):
-                records.extend(kernel.results)
-                kernel.results.clear()
-        return records
-
-    # the loop ---------------------------------------------------------------------------------
-    def fit(
-        self,
-        checkpoint: Path | None = None,
-        on_epoch: Callable[[EpochRecord], None] | None = None,
-        progress_factory: Callable[[int, int], Any] | None = None,
-    ) -> list[EpochRecord]:
-        """Train until ``epochs`` or the target; checkpoint after every epoch if asked."""
-        while self.epoch < self.config.epochs:
-            bar = progress_factory(self.epoch, len(self.splits.train)) if progress_factory else None
-            train_loss, train_acc = self.train_epoch(bar.update if bar is not None else None)
-            val = self.evaluate(self.splits.val)
-            record = EpochRecord(
-                self.epoch, self.train_s, train_loss, train_acc, val.loss, val.accuracy, self.instances
-            )
-            self.history.append(record)
-            if bar is not None:
-                bar.set_postfix(loss=f"{train_loss:.3f}", val_acc=f"{val.accuracy:.3f}",
-                                inst_s=f"{self.instances / max(self.train_s, 1e-9):.0f}")
-                bar.close()
-            if on_epoch is not None:
-                on_epoch(record)
-            if checkpoint is not None:
-                self.save(checkpoint)
-            if self.reached_target:
-                break
-        return self.history
-
-    @property
-    def reached_target(self) -> bool:
-        target = self.config.target
-        return target is not None and bool(self.history) and self.history[-1].val_accuracy >= target
-
-    def time_to_target(self) -> float | None:
-        if self.config.target is None:
-            return None
-        for record in self.history:
-            if record.val_accuracy >= self.config.target:
-                return record.wall_s
-        return None
+        loss, metric = self.metrics(drain_losses(self.eval_engine))
+        return Evaluation(loss, metric, len(examples))
 
     def staleness(self) -> dict[str, dict[str, float]]:
         return {
@@ -226,32 +284,13 @@ class Trainer:
             for k in self.param_kernels
         }
 
-    def summary(self) -> dict[str, Any]:
-        """The JSON run summary (issue contract: model, backend, numerics, accuracy, speed ...)."""
-        test = self.evaluate(self.splits.test)
+    def _details(self) -> dict[str, Any]:
         problems = self.engine.conservation_report()
         return {
-            "model": self.entry.name,
-            "dataset": self.splits.name,
-            "backend": "cpu",
-            "numerics": self.config.numerics,
-            "mode": "sync" if self.config.sync else "async",
-            "config": self.config.to_json(),
-            "epochs": self.epoch,
-            "instances": self.instances,
-            "val_accuracy": self.history[-1].val_accuracy if self.history else None,
-            "test_accuracy": test.accuracy,
-            "test_loss": test.loss,
-            "wall_s": self.train_s,
-            "instances_per_s": self.instances / self.train_s if self.train_s else 0.0,
-            "target": self.config.target,
-            "reached_target": self.reached_target,
-            "time_to_target_s": self.time_to_target(),
             "conservation_ok": not problems,
             "conservation_problems": problems,
             "staleness": self.staleness(),
             "saturations": self.engine.counter.as_dict(),
-            "history": [asdict(r) for r in self.history],
         }
 
     # checkpoints: one .npz of plain arrays plus a JSON string, loaded with allow_pickle=False -----
@@ -337,10 +376,11 @@ class Trainer:
         return trainer
 
 
-def _summarise(records: list) -> tuple[float, float]:
-    if not records:
-        return float("nan"), float("nan")
-    loss = float(np.mean([r.loss for r in records]))
-    judged = [r.correct for r in records if r.correct is not None]
-    accuracy = float(np.mean(judged)) if judged else float("nan")
-    return loss, accuracy
+def drain_losses(engine: Engine) -> list:
+    """Take the loss records every Loss kernel of ``engine`` has gathered so far."""
+    records = []
+    for kernel in engine.kernels.values():
+        if isinstance(kernel, LossKernel):
+            records.extend(kernel.results)
+            kernel.results.clear()
+    return records
