@@ -13,6 +13,9 @@ Every IR edge with a device end becomes a forward stream ``fwd_<i>`` and a backw
 (WEIGHTS in) and ``grads_<n>`` (GRADS out). Kernel ports are named after the node's ports:
 ``in0`` (forward in) / ``in0_grad`` (gradient out), ``out0`` (forward out) / ``out0_grad``
 (gradient in), ``params`` / ``grads``.
+
+``wiring()`` is the one description of those streams (which kernel port writes each, which reads
+it): the C-sim driver and the board project's block design (``codegen.project``) both read it.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from ..ir import GraphCore, Linear, Node
 from ..numerics import NumericConfig
 from ..placement import Placement, place
 from ..resources import hw_dir
+from ..wire import Kind, message_beats
 from .headers import render_numerics_header, render_wire_header
 from .jinja import environment
 
@@ -78,6 +82,103 @@ def kernel_ports(node: Node) -> list[str]:
     return ports
 
 
+def port_reads(port: str) -> bool:
+    """Whether a kernel reads the stream on ``port``: forward inputs, incoming gradients, weights."""
+    if port in ("params", "grads"):
+        return port == "params"
+    return port.startswith("in") != port.endswith("_grad")
+
+
+@dataclass(frozen=True)
+class StreamEnd:
+    top: str  # kernel top function: k_<node>, k_demux or k_mux
+    port: str  # its argument (= AXI-stream interface) name
+
+    def __str__(self) -> str:
+        return f"{self.top}.{self.port}"
+
+
+@dataclass(frozen=True)
+class StreamLink:
+    """One stream between two kernels: exactly one writer and one reader."""
+
+    name: str  # fwd_<i>, bwd_<i>, params_<node>, grads_<node>
+    src: StreamEnd  # the kernel port that writes it
+    dst: StreamEnd  # the kernel port that reads it
+    kind: Kind  # what it carries (DATA, WEIGHTS, GRADS)
+    width: int
+    max_rows: int
+
+    @property
+    def max_message_beats(self) -> int:
+        return message_beats(self.kind, self.max_rows, self.width)
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """Every stream of the device, the boundary routes, and the stream on each kernel port."""
+
+    streams: tuple[StreamLink, ...]
+    demux_routes: tuple[dict[str, Any], ...]  # host_in -> stream, by channel id
+    mux_routes: tuple[dict[str, Any], ...]  # stream -> host_out, stamped with its channel id
+    kernel_streams: dict[str, tuple[str, ...]]  # device node -> stream per ``kernel_ports`` entry
+
+    @property
+    def demux_ports(self) -> list[str]:
+        return ["host_in"] + [r["stream"] for r in self.demux_routes]
+
+    @property
+    def mux_ports(self) -> list[str]:
+        return [r["stream"] for r in self.mux_routes] + ["host_out"]
+
+
+def wiring(graph: GraphCore, placement: Placement) -> Wiring:
+    """The streams joining the kernels of ``placement`` (the boundary's demux/mux included)."""
+    edge_index = {id(e): i for i, e in enumerate(graph.edges)}
+    device = set(placement.device_nodes)
+    shapes: dict[str, tuple[Kind, int, int]] = {}  # stream -> (kind, width, max_rows), in order
+    for e in graph.edges:
+        if e.src.node in device or e.dst.node in device:
+            spec = graph.spec(e.src.node, e.src.index)
+            for d in ("fwd", "bwd"):
+                shapes[f"{d}_{edge_index[id(e)]}"] = (Kind.DATA, spec.width, spec.max_rows)
+    demux_routes, mux_routes = [], []
+    for ch in placement.channels:
+        if ch.edge is not None:
+            i = edge_index[id(ch.edge)]
+            if placement.enters_device(ch.edge):  # forward in, gradient out
+                demux_routes.append(dict(channel=ch.channel, name=ch.name, kind="KIND_DATA", direction="DIR_FWD", stream=f"fwd_{i}"))
+                mux_routes.append(dict(channel=ch.channel, name=ch.name, stream=f"bwd_{i}"))
+            else:  # forward out, gradient in
+                mux_routes.append(dict(channel=ch.channel, name=ch.name, stream=f"fwd_{i}"))
+                demux_routes.append(dict(channel=ch.channel, name=ch.name, kind="KIND_DATA", direction="DIR_BWD", stream=f"bwd_{i}"))
+        else:
+            shape = ch.spec.shape(Kind.WEIGHTS)
+            shapes[f"params_{ch.node}"] = (Kind.WEIGHTS, shape.width, shape.max_rows)
+            shapes[f"grads_{ch.node}"] = (Kind.GRADS, shape.width, shape.max_rows)
+            demux_routes.append(dict(channel=ch.channel, name=ch.name, kind="KIND_WEIGHTS", direction="DIR_FWD", stream=f"params_{ch.node}"))
+            mux_routes.append(dict(channel=ch.channel, name=ch.name, stream=f"grads_{ch.node}"))
+
+    writers: dict[str, list[StreamEnd]] = {s: [] for s in shapes}
+    readers: dict[str, list[StreamEnd]] = {s: [] for s in shapes}
+    kernel_streams = {}
+    for name in placement.device_nodes:
+        node = graph.nodes[name]
+        kernel_streams[name] = tuple(_edge_streams(graph, node))
+        for port, stream in zip(kernel_ports(node), kernel_streams[name], strict=True):
+            (readers if port_reads(port) else writers)[stream].append(StreamEnd(f"k_{name}", port))
+    for r in demux_routes:
+        writers[r["stream"]].append(StreamEnd("k_demux", r["stream"]))
+    for r in mux_routes:
+        readers[r["stream"]].append(StreamEnd("k_mux", r["stream"]))
+    links = []
+    for s, (kind, width, max_rows) in shapes.items():
+        if len(writers[s]) != 1 or len(readers[s]) != 1:  # a generator bug, never user input
+            raise AmpHlsError(f"stream {s} has writers {writers[s]} and readers {readers[s]}")
+        links.append(StreamLink(s, writers[s][0], readers[s][0], kind, width, max_rows))
+    return Wiring(tuple(links), tuple(demux_routes), tuple(mux_routes), kernel_streams)
+
+
 def _signature(ports: list[str]) -> str:
     return ", ".join(f"amp::Stream& {p}" for p in ports)
 
@@ -113,28 +214,10 @@ def generate_hls(graph: GraphCore, out_dir: str | Path, options: HlsOptions | No
     for name in SUPPORT_HEADERS:
         shutil.copyfile(hw_dir() / "include" / name, root / "include" / name)
 
-    edge_index = {id(e): i for i, e in enumerate(graph.edges)}
-    device = set(placement.device_nodes)
-    streams = []
-    for e in graph.edges:
-        if e.src.node in device or e.dst.node in device:
-            streams += [f"fwd_{edge_index[id(e)]}", f"bwd_{edge_index[id(e)]}"]
-    demux_routes, mux_routes = [], []
-    for ch in placement.channels:
-        if ch.edge is not None:
-            i = edge_index[id(ch.edge)]
-            if placement.enters_device(ch.edge):  # forward in, gradient out
-                demux_routes.append(dict(channel=ch.channel, name=ch.name, kind="KIND_DATA", direction="DIR_FWD", stream=f"fwd_{i}"))
-                mux_routes.append(dict(channel=ch.channel, name=ch.name, stream=f"bwd_{i}"))
-            else:  # forward out, gradient in
-                mux_routes.append(dict(channel=ch.channel, name=ch.name, stream=f"fwd_{i}"))
-                demux_routes.append(dict(channel=ch.channel, name=ch.name, kind="KIND_DATA", direction="DIR_BWD", stream=f"bwd_{i}"))
-        else:
-            streams += [f"params_{ch.node}", f"grads_{ch.node}"]
-            demux_routes.append(dict(channel=ch.channel, name=ch.name, kind="KIND_WEIGHTS", direction="DIR_FWD", stream=f"params_{ch.node}"))
-            mux_routes.append(dict(channel=ch.channel, name=ch.name, stream=f"grads_{ch.node}"))
-    demux_ports = ["host_in"] + [r["stream"] for r in demux_routes]
-    mux_ports = [r["stream"] for r in mux_routes] + ["host_out"]
+    wires = wiring(graph, placement)
+    streams = [link.name for link in wires.streams]
+    demux_routes, mux_routes = list(wires.demux_routes), list(wires.mux_routes)
+    demux_ports, mux_ports = wires.demux_ports, wires.mux_ports
     common: dict[str, Any] = dict(
         graph_name=graph.name,
         demux_routes=demux_routes,
@@ -169,7 +252,7 @@ def generate_hls(graph: GraphCore, out_dir: str | Path, options: HlsOptions | No
         path = root / "kernels" / f"k_{name}.cpp"
         path.write_text(template.render(**ctx))
         files.append(path)
-        kernels.append(dict(fn=f"k_{name}", signature=ctx["signature"], args=", ".join(_edge_streams(graph, node))))
+        kernels.append(dict(fn=f"k_{name}", signature=ctx["signature"], args=", ".join(wires.kernel_streams[name])))
     boundary = root / "kernels" / "boundary.cpp"
     boundary.write_text(env.get_template("hls/boundary.cpp.j2").render(**common))
     files.append(boundary)
