@@ -19,6 +19,10 @@
 #endif
 
 namespace amp {
+// Internal linkage: every kernel is its own translation unit with its own AMP_KERNEL_NAME, so
+// each gets its own copy of these helpers. Shared (inline, external) copies would be one
+// definition for the linker to pick, and every error would name whichever kernel it picked.
+namespace {
 
 #ifdef __SYNTHESIS__
 static bool sticky_error = false;
@@ -112,6 +116,16 @@ inline void write_rows64(Stream& s, const int64_t buf[ROWS][W]) {
         for (int c = 0; c < W; ++c) s.write(make_beat((uint64_t)buf[r][c], r + 1 == ROWS && c + 1 == W));
 }
 
+// Passes a message on unchanged but for its tag (routing nodes): the same direction and kind,
+// and the payload beats copied as they are (TLAST travels with them).
+template <int MAX_ROWS, int W>
+inline void pass_message(Stream& from, Stream& to, const Header& h, const Tag& tag) {
+    if (h.rows < 1 || h.rows > MAX_ROWS) AMP_FAIL("message rows outside [1, max_rows]");
+    write_header(to, h.direction, h.kind, tag, h.rows);
+    const uint32_t beats = h.rows * ((W + EPB16 - 1) / EPB16);
+    for (uint32_t b = 0; b < beats; ++b) to.write(from.read());
+}
+
 // Skips the rest of a message (after an error), so the stream stays in step.
 inline void drain_message(Stream& s) {
     while (!s.read().last) {
@@ -161,6 +175,55 @@ struct TagTable {
         valid[i] = false;
         return i;
     }
+    // The slot of t, allocating one for a new tag; -1 when t is new and the table is full.
+    int find_or_alloc(const Tag& t) {
+        const int i = find(t);
+        if (i >= 0 || full()) return i;
+        return alloc(t);
+    }
+    void release(int slot) { valid[slot] = false; }
 };
 
+// The header of a message whose payload still waits in its stream. A join reads the header
+// first to learn the tag and takes the payload only once it has room for that tag, so a full
+// table holds back new tags (back-pressure) without blocking the messages that complete a join.
+struct HeldHeader {
+    bool valid;
+    Header h;
+
+    void clear() { valid = false; }
+    // Holds the next message's header unless one is held already; false when there is none.
+    bool hold(Stream& s) {
+        if (!valid && !s.empty()) {
+            h = read_header(s);
+            valid = true;
+        }
+        return valid;
+    }
+};
+
+// Row tags of Ungroup / Group: row i of n has (i, n) pushed on its parent's state.
+inline Tag row_tag(const Tag& parent, uint32_t i, uint32_t n) {
+    if (parent.len + 2 > wire::STATE_WORDS) AMP_FAIL("no room on the state for a row index (i, n)");
+    Tag t = parent;
+    t.s[t.len++] = i;
+    t.s[t.len++] = n;
+    return t;
+}
+
+// The parent tag of a row tag, and its row index i of n; fails unless the state ends in (i, n)
+// with 0 <= i < n.
+inline Tag parent_tag(const Tag& t, uint32_t& i, uint32_t& n) {
+    if (t.len < 2) AMP_FAIL("tag does not end in a row index (i, n)");
+    i = t.s[t.len - 2];
+    n = t.s[t.len - 1];
+    if (i >= n) AMP_FAIL("row index i outside [0, n)");
+    Tag p = t;
+    p.len -= 2;
+    p.s[p.len] = 0;
+    p.s[p.len + 1] = 0;
+    return p;
+}
+
+}  // namespace
 }  // namespace amp
