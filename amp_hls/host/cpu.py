@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..errors import KernelError
 from ..ir import Linear
 from ..kernels import Kernel, ParamKernel
 from ..message import Direction, Message, Tag
@@ -69,7 +70,10 @@ class CpuDevice(Device):
     def recv(self, timeout: float = 1.0) -> list[WireMessage]:
         deadline = time.monotonic() + timeout
         while not self.engine.idle:
-            self.engine.step()
+            try:
+                self.engine.step()
+            except KernelError as exc:  # the same error type every device backend raises
+                raise DeviceError(f"numpy device kernel error: {exc}") from exc
             if time.monotonic() > deadline:
                 raise DeviceTimeout(f"cpu device still busy after {timeout} s")
         out = self._out

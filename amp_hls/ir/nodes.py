@@ -201,8 +201,8 @@ class IsuOp:
             s[self.index] = (p - 1) // 2
             s.append((p - 1) % 2)
         elif self.op == "child":
-            if len(s) < 1 or s[-1] not in (0, 1):
-                raise ValueError(f"{self}: state {state} does not end in a child bit")
+            if len(s) < 2 or s[-1] not in (0, 1) or self.index >= len(s) - 1:
+                raise ValueError(f"{self}: state {state} does not end in a child bit after word {self.index}")
             side = s.pop()
             s[self.index] = 2 * s[self.index] + 1 + side
         if len(s) > MAX_STATE_WORDS or any(not 0 <= w <= MAX_STATE_VALUE for w in s):
