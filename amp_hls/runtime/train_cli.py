@@ -38,6 +38,14 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
                    "server and need --numerics fixed")
     p.add_argument("--n-sync", type=int, default=1,
                    help="device backends: gradient dumps per node between weight pushes (default 1)")
+    p.add_argument("--distributed", action="store_true",
+                   help="under mpiexec: rank 0 is the parameter server, ranks 1..N train disjoint shards")
+    p.add_argument("--worker-timeout", type=float, default=30.0,
+                   help="--distributed: drop a worker silent this long (seconds)")
+    p.add_argument("--eval-every", type=float, default=10.0,
+                   help="--distributed: seconds between validations on the server")
+    p.add_argument("--warm-start", type=Path,
+                   help="--distributed: start from the parameters of this checkpoint (e.g. one worker's run)")
     p.add_argument("--project", type=Path, help="csim: where to generate the HLS project (default build/)")
     p.add_argument("--json", type=Path, help="write the run summary here")
     p.add_argument("--plot", type=Path, help="write the validation metric vs wall time (PNG) here")
@@ -71,6 +79,10 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 def run_train(args: argparse.Namespace) -> int:
     entry = MODELS[args.model]
+    if args.distributed:
+        from ..distributed import run_distributed
+
+        return run_distributed(args)
     trainer: TrainerBase
     if args.backend != "cpu":
         if args.resume is not None:

@@ -1,0 +1,76 @@
+"""Distributed asynchronous SGD over MPI: rank 0 is the parameter server, ranks 1..N train.
+
+Run it with ``mpiexec -n N+1 amp-hls train MODEL --distributed ...`` (the ``mpi`` extra installs
+mpi4py and the mpich wheel, whose ``mpiexec`` runs as root with no extra flags).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..errors import AmpHlsError
+from ..models import MODELS
+
+# Fault injection for tests: "RANK:SECONDS" makes that worker crash; N makes workers resend
+# every N-th gradient dump (the server must apply it once).
+FAIL_ENV = "AMP_HLS_FAIL_WORKER"
+DUPLICATE_ENV = "AMP_HLS_DUPLICATE_EVERY"
+
+
+def run_distributed(args: argparse.Namespace) -> int:
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        raise AmpHlsError("--distributed needs mpi4py: pip install 'amp-hls[mpi]'") from None
+    from ..runtime.train_cli import config_from_args
+    from .server import ParameterServerRank
+    from .worker import WorkerTrainer
+
+    comm = MPI.COMM_WORLD
+    entry = MODELS[args.model]
+    config = config_from_args(args)
+    if comm.Get_size() < 2:
+        raise AmpHlsError("--distributed needs at least 2 ranks: mpiexec -n N+1 amp-hls train ...")
+    if comm.Get_rank() == 0:
+        server = ParameterServerRank(
+            comm, entry, config, args.n_sync, worker_timeout=args.worker_timeout,
+            eval_every_s=args.eval_every, checkpoint=args.checkpoint, resume=args.resume,
+            warm_start=args.warm_start,
+        )
+        summary = server.run()
+        from ..runtime.report import plot_curves, write_json
+
+        if args.json is not None:
+            write_json(summary, args.json)
+        if args.plot is not None:
+            curve = [(r["wall_s"], r["val_metric"]) for r in summary["history"]]
+            plot_curves({f"{summary['workers']} workers, n_sync={args.n_sync}": curve}, args.plot,
+                        metric=f"validation {entry.metric}", target=config.target)
+        ttt = summary["time_to_target_s"]
+        print(
+            f"[server] {entry.name}: {summary['workers']} worker(s), n_sync={args.n_sync}: "
+            f"test {entry.metric} {summary['test_metric']:.4f}, {summary['updates']} updates in "
+            f"{summary['wall_s']:.1f} s, time to target {f'{ttt:.1f} s' if ttt is not None else 'not reached'}, "
+            f"staleness mean {summary['staleness']['mean']:.1f}, dropped workers {summary['dropped_workers']}",
+            flush=True,
+        )
+        if summary["dropped_workers"]:
+            # MPI_Finalize would wait for the lost rank forever; the results are written, so leave.
+            sys.stdout.flush()
+            os._exit(0)
+        return 0
+    die = None
+    spec = os.environ.get(FAIL_ENV, "")
+    if spec:
+        rank, seconds = spec.split(":")
+        if int(rank) == comm.Get_rank():
+            die = float(seconds)
+    worker = WorkerTrainer(comm, entry, config, die_after_s=die,
+                           duplicate_every=int(os.environ.get(DUPLICATE_ENV, "0")))
+    worker.work()
+    if os.environ.get(FAIL_ENV):
+        sys.stdout.flush()
+        os._exit(0)  # a rank was lost on purpose: skip MPI_Finalize, which would wait for it
+    return 0
