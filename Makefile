@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-EXTRAS := dev,data,plot,mpi
+EXTRAS := dev,data,plot,mpi,qm9
 STAMP  := $(VENV)/.installed
 
 .PHONY: setup test demo lint clean bench-quick bench

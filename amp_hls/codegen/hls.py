@@ -31,7 +31,7 @@ from ..ir import GraphCore, Linear, Node
 from ..numerics import NumericConfig
 from ..placement import Placement, place
 from ..resources import hw_dir
-from ..wire import Kind, message_beats
+from ..wire import Kind, beats_per_row, message_beats
 from .headers import render_numerics_header, render_wire_header
 from .jinja import environment
 
@@ -146,17 +146,20 @@ def wiring(graph: GraphCore, placement: Placement) -> Wiring:
     for ch in placement.channels:
         if ch.edge is not None:
             i = edge_index[id(ch.edge)]
+            data = ch.spec.shape(Kind.DATA)
+            sizes = dict(beats_per_row=beats_per_row(Kind.DATA, data.width), max_rows=data.max_rows)
             if placement.enters_device(ch.edge):  # forward in, gradient out
-                demux_routes.append(dict(channel=ch.channel, name=ch.name, kind="KIND_DATA", direction="DIR_FWD", stream=f"fwd_{i}"))
+                demux_routes.append(dict(channel=ch.channel, name=ch.name, kind="KIND_DATA", direction="DIR_FWD", stream=f"fwd_{i}", **sizes))
                 mux_routes.append(dict(channel=ch.channel, name=ch.name, stream=f"bwd_{i}"))
             else:  # forward out, gradient in
                 mux_routes.append(dict(channel=ch.channel, name=ch.name, stream=f"fwd_{i}"))
-                demux_routes.append(dict(channel=ch.channel, name=ch.name, kind="KIND_DATA", direction="DIR_BWD", stream=f"bwd_{i}"))
+                demux_routes.append(dict(channel=ch.channel, name=ch.name, kind="KIND_DATA", direction="DIR_BWD", stream=f"bwd_{i}", **sizes))
         else:
             shape = ch.spec.shape(Kind.WEIGHTS)
             shapes[f"params_{ch.node}"] = (Kind.WEIGHTS, shape.width, shape.max_rows)
             shapes[f"grads_{ch.node}"] = (Kind.GRADS, shape.width, shape.max_rows)
-            demux_routes.append(dict(channel=ch.channel, name=ch.name, kind="KIND_WEIGHTS", direction="DIR_FWD", stream=f"params_{ch.node}"))
+            sizes = dict(beats_per_row=beats_per_row(Kind.WEIGHTS, shape.width), max_rows=shape.max_rows)
+            demux_routes.append(dict(channel=ch.channel, name=ch.name, kind="KIND_WEIGHTS", direction="DIR_FWD", stream=f"params_{ch.node}", **sizes))
             mux_routes.append(dict(channel=ch.channel, name=ch.name, stream=f"grads_{ch.node}"))
 
     writers: dict[str, list[StreamEnd]] = {s: [] for s in shapes}

@@ -80,39 +80,52 @@ class CsimDevice(Device):
 
     def send(self, msgs: Sequence[WireMessage]) -> None:
         for m in msgs:
-            data, last = encode_beats(m, self.channels)
-            data = np.ascontiguousarray(data, dtype=np.uint64)
-            last_u8 = np.ascontiguousarray(last, dtype=np.uint8)
-            self._lib.amp_push(
-                data.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)),
-                last_u8.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)),
-                len(data),
-            )
+            self.push_beats(*encode_beats(m, self.channels))
             self.counters.sent += 1
 
     def recv(self, timeout: float = 1.0) -> list[WireMessage]:
+        self.settle(timeout)
+        data, last = self.pop_beats()
+        msgs = decode_beats(data, last, self.channels) if len(data) else []
+        self.counters.received += len(msgs)
+        return msgs
+
+    # raw beats: what an AXI-stream master and slave see (the simulated DMA drives these) --------
+    def push_beats(self, data: np.ndarray, last: np.ndarray) -> None:
+        data = np.ascontiguousarray(data, dtype=np.uint64)
+        last_u8 = np.ascontiguousarray(last, dtype=np.uint8)
+        self._lib.amp_push(
+            data.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)),
+            last_u8.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)),
+            len(data),
+        )
+
+    def settle(self, timeout: float) -> None:
+        """Run every kernel until none makes progress, or raise after ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         while True:
             rounds = self._lib.amp_run(ROUNDS_PER_CALL)
             if rounds == -2:
                 raise DeviceError(f"C simulation kernel error: {self._lib.amp_error().decode()}")
             if rounds >= 0:
-                break
+                return
             if time.monotonic() > deadline:
                 raise DeviceTimeout(f"C simulation still busy after {timeout} s")
+
+    def pop_beats(self, limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Take beats waiting on host_out (at most ``limit``)."""
         n = self._lib.amp_pending_out()
-        if n == 0:
-            return []
+        if limit is not None:
+            n = min(n, limit)
         data = np.zeros(n, dtype=np.uint64)
         last = np.zeros(n, dtype=np.uint8)
-        got = self._lib.amp_pop(
-            data.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)),
-            last.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)),
-            n,
-        )
-        msgs = decode_beats(data[:got], last[:got].astype(bool), self.channels)
-        self.counters.received += len(msgs)
-        return msgs
+        if n:
+            n = self._lib.amp_pop(
+                data.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)),
+                last.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)),
+                n,
+            )
+        return data[:n], last[:n].astype(bool)
 
     @property
     def saturations(self) -> int:

@@ -8,6 +8,7 @@ quantised, which is bit-exact with the device's forward pass (held by tests/test
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -25,16 +26,16 @@ from ..numerics import NumericConfig, quantize
 from ..placement import Placement, place
 from ..runtime import Engine
 from ..runtime.trainer import Evaluation, TrainConfig, TrainerBase, drain_losses
-from .device import Device
+from .device import Device, DeviceError
 from .runner import HostRunner
 from .server import ParameterServer
 
-BACKENDS = ("numpy-device", "csim")
+BACKENDS = ("numpy-device", "csim", "pynq")
 
 
 def make_device(
     backend: str, graph: Graph, placement: Placement, numerics: NumericConfig, muf: int,
-    project_dir: Path | None, cache_slots: int,
+    project_dir: Path | None, cache_slots: int, bitstream: Path | None = None,
 ) -> Device:
     if backend == "numpy-device":
         from .cpu import CpuDevice
@@ -47,6 +48,12 @@ def make_device(
         root = project_dir if project_dir is not None else Path("build") / f"{graph.name}_hls"
         project = generate_hls(graph, root, HlsOptions(numerics=numerics, muf=muf, cache_slots=cache_slots))
         return CsimDevice(project)
+    if backend == "pynq":
+        from .pynq import PynqDevice
+
+        if bitstream is None:
+            raise AmpHlsError("--backend pynq needs --bitstream PATH (the generated <name>.bit)")
+        return PynqDevice(bitstream)
     raise AmpHlsError(f"unknown device backend {backend!r}; available: {', '.join(BACKENDS)}")
 
 
@@ -62,6 +69,8 @@ class DeviceTrainer(TrainerBase):
         splits: Splits | None = None,
         project_dir: Path | None = None,
         timeout: float = 30.0,
+        bitstream: Path | None = None,
+        device: Device | None = None,
     ):
         if config.sync:
             raise AmpHlsError("a device trains asynchronously; --sync is a CPU-runtime baseline")
@@ -77,8 +86,9 @@ class DeviceTrainer(TrainerBase):
         # An instance can leave one cache entry per loop iteration at a node (up to 20 in the
         # zoo's lists), so the tag tables must hold about mak x that many.
         cache_slots = max(64, 24 * config.mak)
-        self.device = make_device(backend, self.graph, self.placement, self.numerics, config.muf,
-                                  project_dir, cache_slots)
+        self.device = device if device is not None else make_device(
+            backend, self.graph, self.placement, self.numerics, config.muf, project_dir, cache_slots, bitstream
+        )
         self.server = ParameterServer(self.placement, self.numerics, config.optimizer, initial, config.muf, n_sync)
         self.device.send(self.server.weights_messages())
         self.runner = HostRunner(self.placement, self.device, self.numerics, seed=config.seed, timeout=timeout,
@@ -115,6 +125,27 @@ class DeviceTrainer(TrainerBase):
             self.eval_engine.run()
         loss, metric = self.metrics(drain_losses(self.eval_engine))
         return Evaluation(loss, metric, len(examples))
+
+    def fit(self, checkpoint: Path | None = None, **kwargs: Any) -> list:  # type: ignore[override]
+        """As ``TrainerBase.fit``; if the device fails, the server's state is saved first."""
+        try:
+            return super().fit(checkpoint=checkpoint, **kwargs)
+        except DeviceError:
+            if checkpoint is not None:
+                self.save(checkpoint)
+            raise
+
+    def save(self, path: Path) -> None:
+        """The parameter server's masters and optimizer state (npz + JSON, no pickle)."""
+        arrays = {f"param/{n}/{t}": v for n, ps in self.server.params().items() for t, v in ps.items()}
+        arrays.update(self.server.optimizer.state_arrays())
+        meta = {"model": self.entry.name, "backend": self.backend, "epoch": self.epoch,
+                "updates": self.server.dumps, "optimizer_steps": self.server.optimizer.steps}
+        arrays["meta"] = np.array(json.dumps(meta))
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp.npz")
+        np.savez(tmp, **arrays)
+        tmp.replace(path)
 
     def _details(self) -> dict[str, Any]:
         problems = self.runner.host.conservation_report()

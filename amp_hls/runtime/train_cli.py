@@ -15,7 +15,7 @@ from .optim import OPTIMIZERS, OptimizerConfig
 from .report import plot_curves, write_json
 from .trainer import EpochRecord, TrainConfig, Trainer, TrainerBase
 
-TRAIN_BACKENDS = ("cpu", "numpy-device", "csim")
+TRAIN_BACKENDS = ("cpu", "numpy-device", "csim", "pynq")
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
@@ -34,8 +34,9 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=TRAIN_BACKENDS, default="cpu",
                    help="cpu: the whole graph on the numpy runtime (float or fixed); numpy-device: "
                    "device nodes on the numpy device model behind the wire format; csim: device nodes "
-                   "on the generated HLS C++ (g++); the last two keep weights on a host parameter "
-                   "server and need --numerics fixed")
+                   "on the generated HLS C++ (g++); pynq: a board running --bitstream; all but cpu keep "
+                   "weights on a host parameter server and need --numerics fixed")
+    p.add_argument("--bitstream", type=Path, help="pynq: the generated <name>.bit (manifest.json beside it)")
     p.add_argument("--n-sync", type=int, default=1,
                    help="device backends: gradient dumps per node between weight pushes (default 1)")
     p.add_argument("--distributed", action="store_true",
@@ -89,7 +90,8 @@ def run_train(args: argparse.Namespace) -> int:
             raise AmpHlsError("--resume works with the cpu backend only")
         from ..host.trainer import DeviceTrainer
 
-        trainer = DeviceTrainer(entry, config_from_args(args), args.backend, args.n_sync, project_dir=args.project)
+        trainer = DeviceTrainer(entry, config_from_args(args), args.backend, args.n_sync,
+                                project_dir=args.project, bitstream=args.bitstream)
     elif args.resume is not None:
         trainer = Trainer.resume(entry, args.resume, epochs=args.epochs)
     else:
