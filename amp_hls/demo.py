@@ -2,10 +2,15 @@
 
 1. build the example models, print their graphs, and push a few instances forward and backward
    through the numpy kernels in float and in bit-exact fixed point, checking conservation;
-2. train ``list-rnn`` asynchronously on the CPU runtime to its target and print the run summary.
+2. train ``list-rnn`` asynchronously on the CPU runtime to its target and print the run summary;
+3. generate the hardware project of ``list-rnn`` for a PYNQ-Z2, build its C simulation with g++
+   and check it bit for bit against the numpy device model;
+4. train ``mlp`` with its device nodes on the C simulation and the host as parameter server.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 
@@ -14,19 +19,55 @@ from .models import MODELS
 from .numerics import NumericConfig
 from .runtime import Engine
 
+DEMO_MODELS = ("mlp", "list-rnn")
 
-def run_demo(n_instances: int = 8, seed: int = 0) -> int:
-    status = check_models(n_instances, seed)
-    print("training list-rnn (asynchronous, CPU runtime) to its target ...")
+
+def run_demo(n_instances: int = 8, seed: int = 0, out: Path = Path("build/demo")) -> int:
     from .cli import main
 
-    return status or main(["train", "list-rnn", "--seed", str(seed)])
+    status = check_models(n_instances, seed)
+    print("== training list-rnn (asynchronous, CPU runtime) to its target")
+    status = status or main(["train", "list-rnn", "--seed", str(seed), "--json", str(out / "list-rnn.json")])
+    print("== hardware: generate list-rnn for pynq-z2, C simulation against the numpy device model")
+    status = status or check_csim("list-rnn", out / "list_rnn_pynq_z2", n_instances, seed)
+    print("== training mlp with its device nodes on the C simulation (fixed point)")
+    return status or main(["train", "mlp", "--backend", "csim", "--numerics", "fixed", "--epochs", "5",
+                           "--no-target", "--quiet", "--project", str(out / "mlp_csim")])
+
+
+def check_csim(model: str, root: Path, n_instances: int, seed: int) -> int:
+    """Generate ``model``'s board project, run instances through the C simulation and the numpy
+    device model with the same weights, and say whether every message matched bit for bit."""
+    from .codegen.hls import HlsOptions
+    from .codegen.project import generate_project
+    from .host import CpuDevice
+    from .host.csim import CsimDevice
+    from .host.runner import HostRunner, by_channel
+
+    entry = MODELS[model]
+    graph = entry.build()
+    fixed = NumericConfig("fixed")
+    project = generate_project(graph, root, "pynq-z2", HlsOptions(numerics=fixed, muf=4))
+    print(f"  wrote {project.hls.root} ({len(project.hls.kernel_files)} kernel sources, hls.tcl, vivado.tcl, Makefile)")
+    weights = {n: k.params for n, k in Engine(graph, fixed, seed=seed).kernels.items() if isinstance(k, LinearKernel)}
+    inputs = [entry.inputs(graph, e) for e in entry.data(seed).train[:n_instances]]
+    received = []
+    for device in (CsimDevice(project.hls), CpuDevice(project.hls.placement, fixed, muf=4)):
+        runner = HostRunner(project.hls.placement, device, fixed)
+        runner.send_weights(weights, 1)
+        runner.run(inputs, mak=1)
+        received.append(runner.received)
+    same = by_channel(received[0]) == by_channel(received[1])
+    print(f"  {len(received[0])} messages from the device (DATA and GRADS): C simulation and numpy "
+          f"model {'identical bit for bit' if same else 'DIFFER'}")
+    return 0 if same else 1
 
 
 def check_models(n_instances: int, seed: int) -> int:
     """Print each example graph, push instances forward and backward, report what happened."""
     status = 0
-    for name, entry in MODELS.items():
+    for name in DEMO_MODELS:
+        entry = MODELS[name]
         graph = entry.build()
         examples = entry.data(seed).train[:n_instances]
         print(graph.summary())

@@ -15,7 +15,7 @@ from amp_hls.host import CpuDevice, DeviceError, DeviceTimeout
 from amp_hls.host.csim import CsimDevice
 from amp_hls.host.pynq import PynqDevice
 from amp_hls.host.pynq_sim import SimPynq
-from amp_hls.host.runner import HostRunner
+from amp_hls.host.runner import HostRunner, by_channel
 from amp_hls.host.trainer import DeviceTrainer
 from amp_hls.kernels import LinearKernel
 from amp_hls.models import MODELS
@@ -66,16 +66,9 @@ def test_the_driver_is_bit_exact_with_the_numpy_device(mlp_project, length_bits,
     assert board.max_transfer == ((1 << length_bits) - 1) // 8 * 8
     got = _run(entry, graph, board)
     want = _run(entry, graph, CpuDevice(board.placement, FIXED, muf=4))
-    assert _per_channel(got.received) == _per_channel(want.received)
+    assert by_channel(got.received) == by_channel(want.received)
     assert got.host.conservation_report() == []
 
-
-def _per_channel(msgs) -> dict:
-    """Messages in order within each (channel, kind); channels interleave as the transport likes."""
-    out: dict = {}
-    for m in msgs:
-        out.setdefault((m.channel, m.kind), []).append(m)
-    return out
 
 
 def test_many_messages_are_chunked_into_transfers_within_the_dma_length(mlp_project, tmp_path):
@@ -93,9 +86,9 @@ def test_many_messages_are_chunked_into_transfers_within_the_dma_length(mlp_proj
         if dev is board:
             got = runner
     assert sim.dma.sendchannel.transfers >= 3  # ~200 forward messages of 144 bytes, 32 KiB a transfer
-    assert _per_channel(got.received).keys() == _per_channel(runner.received).keys()
-    for key, msgs in _per_channel(runner.received).items():
-        assert sorted(m.tag for m in _per_channel(got.received)[key]) == sorted(m.tag for m in msgs)
+    assert by_channel(got.received).keys() == by_channel(runner.received).keys()
+    for key, msgs in by_channel(runner.received).items():
+        assert sorted(m.tag for m in by_channel(got.received)[key]) == sorted(m.tag for m in msgs)
 
 
 def test_a_message_larger_than_one_transfer_is_refused(mlp_project, tmp_path):

@@ -96,3 +96,12 @@ class HostRunner:
             self.host.receive(ch.edge, Message(m.tag, m.direction, m.payload))
         else:
             raise DeviceError(f"{ch.spec}: unexpected {m.kind.name} message from the device")
+
+
+def by_channel(msgs: Sequence[WireMessage]) -> dict[tuple[int, Kind], list[WireMessage]]:
+    """Messages in order within each (channel, kind). Devices may interleave channels as their
+    schedules like; within a channel, at mak=1, the order is the protocol's and must match."""
+    out: dict[tuple[int, Kind], list[WireMessage]] = {}
+    for m in msgs:
+        out.setdefault((m.channel, m.kind), []).append(m)
+    return out

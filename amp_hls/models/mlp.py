@@ -35,7 +35,7 @@ ENTRIES = [
         build_mlp,
         load_digits_splits,
         mlp_inputs,
-        target=0.98,
+        target=0.985,  # on the 269-image validation set; stopping at 0.98 leaves test near 0.955
         defaults={"mak": 16, "muf": 8, "lr": 3e-3, "epochs": 40},
     )
 ]

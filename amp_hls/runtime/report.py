@@ -39,13 +39,16 @@ def plot_curves(
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
 def write_json(doc: Any, path: str | Path) -> None:
     """Write ``doc`` as JSON; NaN becomes null so any JSON reader accepts the file."""
-    Path(path).write_text(json.dumps(_finite(doc), indent=2) + "\n")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_finite(doc), indent=2) + "\n")
 
 
 def _finite(value: Any) -> Any:
