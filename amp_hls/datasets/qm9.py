@@ -1,7 +1,7 @@
 """Real QM9 molecules (the ``qm9`` extra: ``qm9pack`` data + RDKit) as typed graphs.
 
-``qm9pack`` ships the full QM9 set (130,831 molecules) as three CSVs; we read them through
-``importlib.resources`` (the package's own loader imports ``pkg_resources`` and pandas) and take
+``qm9pack`` ships the full QM9 set (130,831 molecules) as three CSVs; we read them straight from
+the installed package's folder (its own loader imports ``pkg_resources`` and pandas) and take
 two columns: ``SMILES`` and ``HOMO_LUMO_gap_au`` (Hartree). The data is never copied into this
 repository.
 
@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import csv
 import functools
-import importlib.resources
+import importlib.util
 import io
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -51,19 +52,28 @@ QM9_MAX_EDGES = 2 * 13  # directed, per bond type: at most 13 bonds of one type 
 MISSING_EXTRA = "QM9 needs the qm9 extra (qm9pack and RDKit): pip install 'amp-hls[qm9]'"
 
 
+def _data_dir() -> Path:
+    """qm9pack's data folder, found without importing the package: its ``__init__`` imports
+    ``pkg_resources``, which new setuptools no longer ship."""
+    spec = importlib.util.find_spec("qm9pack")
+    if spec is None or not spec.submodule_search_locations:
+        raise AmpHlsError(MISSING_EXTRA)
+    return Path(next(iter(spec.submodule_search_locations))) / "data"
+
+
 def _require_extra() -> None:
     try:
-        import qm9pack  # noqa: F401
         import rdkit  # noqa: F401
     except ImportError:
         raise AmpHlsError(MISSING_EXTRA) from None
+    _data_dir()
 
 
 @functools.lru_cache(maxsize=1)
 def read_qm9_table() -> tuple[tuple[int, str, float], ...]:
     """Every molecule as ``(QM9 index, SMILES, gap in eV)``, in file order (read once, ~2 s)."""
     _require_extra()
-    root = importlib.resources.files("qm9pack") / "data"
+    root = _data_dir()
     rows: list[tuple[int, str, float]] = []
     for part in PARTS:
         with (root / part).open("rb") as raw, io.TextIOWrapper(raw, encoding="utf-8", newline="") as f:
