@@ -8,7 +8,6 @@ quantised, which is bit-exact with the device's forward pass (held by tests/test
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -17,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..checkpoint import write_checkpoint
 from ..datasets import Example, Splits
 from ..errors import AmpHlsError
 from ..ir import Graph
@@ -141,11 +141,7 @@ class DeviceTrainer(TrainerBase):
         arrays.update(self.server.optimizer.state_arrays())
         meta = {"model": self.entry.name, "backend": self.backend, "epoch": self.epoch,
                 "updates": self.server.dumps, "optimizer_steps": self.server.optimizer.steps}
-        arrays["meta"] = np.array(json.dumps(meta))
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez(tmp, **arrays)
-        tmp.replace(path)
+        write_checkpoint(path, arrays, meta)
 
     def _details(self) -> dict[str, Any]:
         problems = self.runner.host.conservation_report()

@@ -9,9 +9,7 @@ updates every node at once: ordinary minibatch SGD in the same engine, for side-
 
 from __future__ import annotations
 
-import json
 import time
-import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..checkpoint import read_checkpoint, write_checkpoint
 from ..datasets import Example, Splits
 from ..errors import AmpHlsError
 from ..ir import Graph
@@ -317,28 +316,14 @@ class Trainer(TrainerBase):
             "n_grads": {k.name: k.n_grads for k in self.param_kernels},
             "history": [asdict(r) for r in self.history],
         }
-        arrays["meta"] = np.array(json.dumps(meta))
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez(tmp, **arrays)
-        tmp.replace(path)  # a crash mid-write never leaves a half checkpoint behind
+        write_checkpoint(path, arrays, meta)
 
     @classmethod
     def resume(
         cls, entry: ModelEntry, path: Path, splits: Splits | None = None, epochs: int | None = None
     ) -> Trainer:
         """Rebuild a trainer from ``path``; in deterministic mode it continues exactly."""
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                arrays = {k: data[k] for k in data.files}
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-            raise AmpHlsError(f"cannot read checkpoint {path}: {exc}") from None
-        try:
-            meta = json.loads(str(arrays.pop("meta")))
-            if not isinstance(meta, dict):
-                raise TypeError("metadata is not a JSON object")
-        except (KeyError, TypeError, ValueError) as exc:
-            raise AmpHlsError(f"checkpoint {path} has no valid metadata: {exc}") from None
+        arrays, meta = read_checkpoint(path)
         if meta.get("version") != CHECKPOINT_VERSION or meta.get("model") != entry.name:
             raise AmpHlsError(f"checkpoint {path} is for model {meta.get('model')!r} "
                               f"(version {meta.get('version')}), not {entry.name!r}")
