@@ -1,17 +1,24 @@
-"""Async AMP vs the synchronous minibatch baseline: instances/s and time-to-target, as ratios.
+"""amp-hls async vs its synchronous baseline and PyTorch: instances/s and time-to-target, as ratios.
 
 Machines are shared and noisy, so absolute numbers mean little; every system is measured in the
-same process, on the same data, seed and initial weights, and reported as a ratio to its peer.
-Both systems use each model's defaults (Adam, the model's learning rate); the synchronous
-baseline takes minibatches of ``mak`` instances, so only the update schedule differs.
+same process, on the same data, seed, shuffling order and initial weights, and reported as a
+ratio to its peers. Every system runs single-threaded: numpy's BLAS is limited to one thread
+(threadpoolctl) and torch to one (``torch.set_num_threads(1)``).
 
-    python -m bench.run --quick                 # < 5 minutes; writes bench/results/quick.json
+Systems (``SYSTEMS``): ``amp_async`` (the model's defaults: Adam, its learning rate, mak, muf),
+``amp_sync`` (minibatches of ``mak`` run to completion, then every node updates), and, for models
+with a PyTorch peer (``bench/torch_peers.py``, the ``bench`` extra), ``torch_eager`` (one instance
+at a time, Python control flow) and ``torch_batched`` (padding/masking, level batching, disjoint
+graph unions).
+
+    python -m bench.run --quick                 # < 10 minutes; writes bench/results/quick.json
     python -m bench.run --full                  # 3 seeds, higher epoch caps, medians
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -19,8 +26,8 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,32 +38,85 @@ from amp_hls.errors import AmpHlsError
 from amp_hls.models import MODELS, ModelEntry
 from amp_hls.runtime.optim import OptimizerConfig
 from amp_hls.runtime.report import plot_curves, write_json
-from amp_hls.runtime.trainer import TrainConfig, Trainer
+from amp_hls.runtime.trainer import TrainConfig, Trainer, TrainerBase
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SYSTEMS: dict[str, bool] = {"amp_async": False, "amp_sync": True}  # name -> TrainConfig.sync
+# name -> (backend, mode): amp = the numpy runtime (mode: sync or async), torch = bench.torch_peers
+SYSTEMS: dict[str, tuple[str, str]] = {
+    "amp_async": ("amp", "async"),
+    "amp_sync": ("amp", "sync"),
+    "torch_eager": ("torch", "eager"),
+    "torch_batched": ("torch", "batched"),
+}
+AMP_SYSTEMS = ("amp_async", "amp_sync")
+TORCH_SYSTEMS = ("torch_eager", "torch_batched")
+TORCH_MODELS = ("list-rnn", "tree-rnn", "ggsnn-qm9", "ggsnn-babi15", "ggsnn-babi19")  # with a peer
 RATIOS = ("async_vs_sync_instances_per_s", "async_vs_sync_time_to_target")
+TORCH_RATIOS = {  # ratio key -> (torch system, measure)
+    "speedup_vs_torch_eager": ("torch_eager", "time_to_target_s"),
+    "speedup_vs_torch_batched": ("torch_batched", "time_to_target_s"),
+    "instances_per_s_vs_torch_eager": ("torch_eager", "instances_per_s"),
+    "instances_per_s_vs_torch_batched": ("torch_batched", "instances_per_s"),
+}
+DEFAULT_MODELS = ["mlp", "list-rnn", "tree-rnn", "ggsnn-qm9"]
+# The most favourable sensible PyTorch settings we measured (bench/README.md, "Choosing the
+# PyTorch settings"): eager steps Adam after every instance; batched uses these minibatch sizes.
+TORCH_EAGER_EVERY = 1
+TORCH_BATCH = {"list-rnn": 64, "tree-rnn": 16, "ggsnn-qm9": 16}
 
 
 @dataclass(frozen=True)
 class Plan:
-    """How much to run: ``name`` names the output files; ``epochs`` caps each model's runs."""
+    """How much to run: ``name`` names the output files; ``epochs`` caps each model's runs.
+
+    ``deadline_s`` bounds the whole run (``None``: no bound): each run gets its share of the time
+    left, weighted by ``DEADLINE_WEIGHTS`` over the runs still to come, and stops after the epoch
+    that passes it; runs that finish early leave more to the rest.
+    """
 
     name: str
     seeds: tuple[int, ...]
     epochs: Mapping[str, int]
+    deadline_s: float | None = None
+    systems: tuple[str, ...] = field(default=tuple(SYSTEMS))
 
 
-# Quick caps keep the whole run under 5 minutes on 2 cores even when no system reaches its target
-# (list-rnn: ~6.5 s per async epoch, ~3.5 s per sync epoch; mlp: ~0.2 s per epoch).
+# Quick: one seed; each model's cap is about twice the epochs its slowest system needed to reach
+# the target in our runs; the deadline (8 min 50 s) keeps `make bench-quick` under 10 minutes
+# on a busy 2-core machine even when systems miss their targets (bench/README.md).
 PLANS = {
-    "quick": Plan("quick", (0,), {"mlp": 40, "list-rnn": 15}),
-    "full": Plan("full", (0, 1, 2), {"mlp": 60, "list-rnn": 30}),
+    "quick": Plan("quick", (0,), {"mlp": 40, "list-rnn": 12, "tree-rnn": 16, "ggsnn-qm9": 15},
+                  deadline_s=530.0),
+    "full": Plan("full", (0, 1, 2), {"mlp": 60, "list-rnn": 30, "tree-rnn": 30, "ggsnn-qm9": 30}),
 }
 
 
+# A run's weight in sharing the deadline: amp_async is what the benchmark is about and the slowest
+# to converge (staleness); torch_eager is the slowest per instance; torch_batched needs seconds.
+DEADLINE_WEIGHTS = {"amp_async": 2.0, "amp_sync": 0.75, "torch_eager": 1.5, "torch_batched": 0.5}
+
+
+class Clock:
+    """The plan's deadline, shared out among the runs still to come (by ``DEADLINE_WEIGHTS``)."""
+
+    def __init__(self, deadline_s: float | None, runs: Sequence[str]):
+        self.start = time.perf_counter()
+        self.deadline_s = deadline_s
+        self.weight_left = sum(DEADLINE_WEIGHTS[r] for r in runs)
+
+    def next_budget(self, system: str) -> float | None:
+        """The share of the time left for a run of ``system`` (None without a deadline)."""
+        w = DEADLINE_WEIGHTS[system]
+        share = w / self.weight_left if self.weight_left > 0 else 1.0
+        self.weight_left -= w
+        if self.deadline_s is None:
+            return None
+        left = self.deadline_s - (time.perf_counter() - self.start)
+        return max(left * share, 5.0)
+
+
 def train_config(entry: ModelEntry, sync: bool, seed: int, epochs: int) -> TrainConfig:
-    """The model's defaults for both systems, so only the update schedule differs."""
+    """The model's defaults for every system, so only the execution differs."""
     d = entry.defaults
     return TrainConfig(
         mak=d.get("mak", 16),
@@ -69,24 +129,96 @@ def train_config(entry: ModelEntry, sync: bool, seed: int, epochs: int) -> Train
     )
 
 
-def run_system(entry: ModelEntry, splits: Splits, sync: bool, seed: int, epochs: int) -> dict[str, Any]:
-    """Train one system to the target or the cap; its numbers and validation curve."""
-    trainer = Trainer(entry, train_config(entry, sync, seed, epochs), splits)
-    trainer.fit()
+def make_trainer(system: str, entry: ModelEntry, splits: Splits, seed: int, epochs: int) -> TrainerBase:
+    backend, mode = SYSTEMS[system]
+    config = train_config(entry, mode == "sync", seed, epochs)
+    if backend == "amp":
+        return Trainer(entry, config, splits)
+    from bench.torch_peers import TorchTrainer  # torch only when a torch system runs
+
+    return TorchTrainer(entry, config, splits, mode=mode, every=TORCH_EAGER_EVERY,
+                        batch=TORCH_BATCH.get(entry.name, config.mak))
+
+
+def system_config(system: str, trainer: TrainerBase) -> dict[str, Any]:
+    c = trainer.config
+    doc: dict[str, Any] = {"mode": SYSTEMS[system][1], "optimizer": c.optimizer.kind,
+                           "lr": c.optimizer.lr, "clip": c.optimizer.clip}
+    if SYSTEMS[system][0] == "amp":
+        doc.update(mak=c.mak, muf=c.muf)
+    elif SYSTEMS[system][1] == "eager":
+        doc["update_every"] = trainer.every  # type: ignore[attr-defined]
+    else:
+        doc["batch"] = trainer.batch  # type: ignore[attr-defined]
+    return doc
+
+
+def mean_staleness(summary: Mapping[str, Any]) -> float | None:
+    """Parameter versions between a forward and its backward, averaged over every gradient."""
+    stats = summary.get("staleness")
+    if not stats:
+        return None
+    count = sum(s["count"] for s in stats.values())
+    return sum(s["mean"] * s["count"] for s in stats.values()) / count if count else 0.0
+
+
+def fit(trainer: TrainerBase, budget_s: float | None) -> tuple[bool, list[float]]:
+    """Train to the target, the epoch cap or past ``budget_s`` of wall time (training and
+    evaluation); returns whether the budget stopped it and the process CPU seconds of training
+    at the end of each epoch (robust to other load on the machine, unlike wall time)."""
+    stopped = False
+    cpu: list[float] = []
+    start = time.perf_counter()
+    train_epoch = trainer.train_epoch
+
+    def timed_epoch(*args: Any, **kwargs: Any) -> tuple[float, float]:
+        t = time.process_time()
+        out = train_epoch(*args, **kwargs)
+        cpu.append((cpu[-1] if cpu else 0.0) + time.process_time() - t)
+        return out
+
+    def on_epoch(record: Any) -> None:
+        nonlocal stopped
+        spent = time.perf_counter() - start
+        if budget_s is not None and spent >= budget_s and not trainer._reached(record):
+            stopped = trainer.epoch < trainer.config.epochs
+            trainer.config = replace(trainer.config, epochs=trainer.epoch)  # fit's loop ends here
+
+    trainer.train_epoch = timed_epoch  # type: ignore[method-assign]
+    trainer.fit(on_epoch=on_epoch)
+    return stopped, cpu
+
+
+def run_system(system: str, entry: ModelEntry, splits: Splits, seed: int, epochs: int,
+               budget_s: float | None = None) -> dict[str, Any]:
+    """Train one system to the target, the cap or the budget; its numbers and validation curve."""
+    trainer = make_trainer(system, entry, splits, seed, epochs)
+    config = system_config(system, trainer)
+    over_budget, cpu = fit(trainer, budget_s)
     s = trainer.summary()
-    if not s["conservation_ok"]:  # a run that lost messages measured something else
+    if not s.get("conservation_ok", True):  # a run that lost messages measured something else
         raise AmpHlsError(f"{entry.name} conservation check failed: {s['conservation_problems']}")
-    return {
+    record = {
         "seed": seed,
         "instances_per_s": s["instances_per_s"],
         "time_to_target_s": s["time_to_target_s"],
         "reached_target": s["reached_target"],
-        "test_accuracy": s["test_accuracy"],
-        "val_accuracy": s["val_accuracy"],
+        "cpu_instances_per_s": s["instances"] / cpu[-1] if cpu and cpu[-1] > 0 else None,
+        "cpu_time_to_target_s": next((c for c, r in zip(cpu, trainer.history) if trainer._reached(r)), None),
+        "test_metric": s["test_metric"],
+        f"test_{entry.metric}": s["test_metric"],
+        "val_metric": s[f"val_{entry.metric}"],
         "epochs": s["epochs"],
         "train_s": s["wall_s"],
+        "train_cpu_s": cpu[-1] if cpu else 0.0,
+        "stopped_by_budget": over_budget,
+        "budget_s": budget_s,
+        "config": config,
         "curve": [[r.wall_s, r.val_metric] for r in trainer.history],
     }
+    if "staleness" in s:
+        record["mean_staleness"] = mean_staleness(s)
+    return record
 
 
 def median_time(values: Sequence[float | None]) -> float | None:
@@ -95,61 +227,102 @@ def median_time(values: Sequence[float | None]) -> float | None:
     return None if math.isinf(m) else m
 
 
-def summarise(runs: list[dict[str, Any]], config: TrainConfig) -> dict[str, Any]:
+def _median(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def summarise(runs: list[dict[str, Any]], metric: str, cap: int) -> dict[str, Any]:
     """One system's medians over seeds (the single run's numbers when there is one seed)."""
+    test = statistics.median(r["test_metric"] for r in runs)
     return {
         "instances_per_s": statistics.median(r["instances_per_s"] for r in runs),
         "time_to_target_s": median_time([r["time_to_target_s"] for r in runs]),
+        "cpu_instances_per_s": _median([r["cpu_instances_per_s"] for r in runs]),
+        "cpu_time_to_target_s": median_time([r["cpu_time_to_target_s"] for r in runs]),
         "reached_target_runs": sum(r["reached_target"] for r in runs),
-        "test_accuracy": statistics.median(r["test_accuracy"] for r in runs),
+        "stopped_by_budget_runs": sum(r["stopped_by_budget"] for r in runs),
+        "test_metric": test,
+        f"test_{metric}": test,
         "epochs": statistics.median(r["epochs"] for r in runs),
-        "epoch_cap": config.epochs,
-        "config": {"mode": "sync" if config.sync else "async", "mak": config.mak,
-                   "muf": config.muf, "optimizer": config.optimizer.kind, "lr": config.optimizer.lr},
+        "epoch_cap": cap,
+        "config": runs[0]["config"],
         "runs": runs,
     }
 
 
+def _ratio_of(num: float | None, den: float | None) -> float | None:
+    return num / den if num is not None and den is not None and den > 0 else None
+
+
 def ratios(systems: Mapping[str, Mapping[str, Any]]) -> dict[str, float | None]:
-    """>1 means async is better: async/sync instances/s, sync/async time-to-target."""
-    a, s = systems["amp_async"], systems["amp_sync"]
-    ta, ts = a["time_to_target_s"], s["time_to_target_s"]
-    return {
-        RATIOS[0]: a["instances_per_s"] / s["instances_per_s"],
-        RATIOS[1]: ts / ta if ta is not None and ts is not None else None,
-    }
+    """>1 means amp-hls async is better: async/peer instances/s, peer/async time-to-target.
+
+    Only pairs measured in this run; a time ratio is None when either side missed the target.
+    """
+    out: dict[str, float | None] = {}
+    a = systems.get("amp_async")
+    if a is None:
+        return out
+    if "amp_sync" in systems:
+        s = systems["amp_sync"]
+        out[RATIOS[0]] = _ratio_of(a["instances_per_s"], s["instances_per_s"])
+        out[RATIOS[1]] = _ratio_of(s["time_to_target_s"], a["time_to_target_s"])
+    for key, (peer, measure) in TORCH_RATIOS.items():
+        if peer in systems:
+            p = systems[peer]
+            for suffix, m in (("", measure), ("_cpu", f"cpu_{measure}")):
+                if suffix and m not in a:
+                    continue
+                out[key + suffix] = (_ratio_of(p.get(m), a.get(m)) if measure == "time_to_target_s"
+                                     else _ratio_of(a.get(m), p.get(m)))
+    return out
 
 
-def bench_model(name: str, plan: Plan) -> dict[str, Any]:
-    """Every system on every seed; the order alternates per seed so drift in machine load evens out."""
+def systems_for(name: str, plan: Plan) -> list[str]:
+    return [s for s in plan.systems if SYSTEMS[s][0] == "amp" or name in TORCH_MODELS]
+
+
+def bench_model(name: str, plan: Plan, clock: Clock | None = None) -> dict[str, Any]:
+    """Every system on every seed; the order rotates per seed so drift in machine load evens out."""
     entry = MODELS[name]
     cap = plan.epochs.get(name, entry.defaults.get("epochs", 10))  # a model the plan predates
-    runs: dict[str, list[dict[str, Any]]] = {system: [] for system in SYSTEMS}
+    systems = systems_for(name, plan)
+    clock = clock if clock is not None else Clock(plan.deadline_s, systems * len(plan.seeds))
+    runs: dict[str, list[dict[str, Any]]] = {system: [] for system in systems}
     dataset = ""
     for i, seed in enumerate(plan.seeds):
         splits = entry.data(seed)
         dataset = splits.name
-        order = list(SYSTEMS) if i % 2 == 0 else list(reversed(SYSTEMS))
-        for system in order:
-            record = run_system(entry, splits, SYSTEMS[system], seed, cap)
+        k = i % len(systems)
+        for system in systems[k:] + systems[:k]:
+            record = run_system(system, entry, splits, seed, cap, clock.next_budget(system))
             print(f"  {name} {system} seed {seed}: {record['epochs']} epochs, "
-                  f"{record['train_s']:.1f} s, {record['instances_per_s']:.0f} inst/s", file=sys.stderr)
+                  f"{record['train_s']:.1f} s ({record['train_cpu_s']:.1f} s CPU), "
+                  f"{record['instances_per_s']:.0f} inst/s, time-to-target "
+                  f"{_time(record['time_to_target_s'], cap)}"
+                  f"{' (stopped at its time budget)' if record['stopped_by_budget'] else ''}",
+                  file=sys.stderr, flush=True)
             runs[system].append(record)
-    systems = {
-        system: summarise(runs[system], train_config(entry, sync, plan.seeds[0], cap))
-        for system, sync in SYSTEMS.items()
-    }
-    return {"dataset": dataset, "target": entry.target, "seeds": list(plan.seeds),
-            "systems": systems, "ratios": ratios(systems)}
+    summaries = {system: summarise(runs[system], entry.metric, cap) for system in systems}
+    return {"dataset": dataset, "target": entry.target, "metric": entry.metric,
+            "metric_unit": entry.metric_unit, "seeds": list(plan.seeds), "deadline_s": plan.deadline_s,
+            "systems": summaries, "ratios": ratios(summaries)}
 
 
 def machine() -> dict[str, Any]:
-    return {"cpus": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__,
-            "platform": platform.platform(), "processor": platform.processor()}
+    doc = {"cpus": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__,
+           "platform": platform.platform(), "processor": platform.processor(),
+           "threads": "1 (numpy BLAS via threadpoolctl; torch.set_num_threads(1))"}
+    if "torch" in sys.modules:
+        doc["torch"] = sys.modules["torch"].__version__
+    with contextlib.suppress(OSError):
+        doc["load_average"] = os.getloadavg()
+    return doc
 
 
 def merge(doc: dict[str, Any], models: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """Replace only what this benchmark owns; other benchmarks' systems and ratios stay."""
+    """Replace only what this run measured; other systems and ratios (other benchmarks') stay."""
     doc["machine"] = {**doc.get("machine", {}), **machine()}
     for name, result in models.items():
         model = doc.setdefault("models", {}).setdefault(name, {})
@@ -160,68 +333,122 @@ def merge(doc: dict[str, Any], models: Mapping[str, Mapping[str, Any]]) -> dict[
 
 
 def _time(t: float | None, cap: int) -> str:
-    return f"{t:.1f} s" if t is not None else f"not reached in {cap} epochs"
+    return f"{t:.1f} s" if t is not None else "not reached"
 
 
 def _ratio(r: float | None) -> str:
     return f"{r:.2f}x" if r is not None else "n/a"
 
 
+def _metric_name(result: Mapping[str, Any]) -> str:
+    metric = result.get("metric", "accuracy")
+    return "acc" if metric == "accuracy" else f"{metric} ({result.get('metric_unit') or '-'})"
+
+
 def report(name: str, result: Mapping[str, Any]) -> str:
-    """A readable table of one model's systems and the async/sync ratios."""
+    """A readable table of one model's systems and the ratios."""
     seeds = result["seeds"]
-    lines = [f"{name} ({result['dataset']}): target val accuracy {result['target']:g}, "
+    metric = result.get("metric", "accuracy")
+    lines = [f"{name} ({result['dataset']}): target val {metric} {result['target']:g}, "
              f"{'median of ' + str(len(seeds)) + ' seeds' if len(seeds) > 1 else f'seed {seeds[0]}'}",
-             f"  {'system':<10} {'inst/s':>8} {'time-to-target':>24} {'test acc':>9} {'epochs':>7}"]
+             f"  {'system':<14} {'inst/s':>8} {'time-to-target':>15} {'(CPU s)':>9} "
+             f"{'test ' + _metric_name(result):>14} {'epochs':>7}"]
     for system, s in result["systems"].items():
-        lines.append(f"  {system:<10} {s['instances_per_s']:>8.0f} "
-                     f"{_time(s['time_to_target_s'], s['epoch_cap']):>24} "
-                     f"{s['test_accuracy']:>9.4f} {s['epochs']:>7g}")
+        cpu = s.get("cpu_time_to_target_s")
+        lines.append(f"  {system:<14} {s['instances_per_s']:>8.0f} "
+                     f"{_time(s['time_to_target_s'], s['epoch_cap']):>15} "
+                     f"{f'{cpu:.1f}' if cpu is not None else '-':>9} "
+                     f"{s['test_metric']:>14.4f} {s['epochs']:>7g}")
     r = result["ratios"]
-    lines.append(f"  async/sync instances/s {_ratio(r[RATIOS[0]])}, "
-                 f"sync/async time-to-target {_ratio(r[RATIOS[1]])}  (>1: async better)")
+    if RATIOS[0] in r:
+        lines.append(f"  async/sync instances/s {_ratio(r[RATIOS[0]])}, "
+                     f"sync/async time-to-target {_ratio(r[RATIOS[1]])}  (>1: async better)")
+    for peer in TORCH_SYSTEMS:
+        if f"speedup_vs_{peer}" in r:
+            lines.append(f"  vs {peer}: time-to-target speedup {_ratio(r[f'speedup_vs_{peer}'])} "
+                         f"(CPU time {_ratio(r.get(f'speedup_vs_{peer}_cpu'))}), instances/s "
+                         f"{_ratio(r[f'instances_per_s_vs_{peer}'])}  (>1: amp-hls async faster)")
     missed = [f"{system} ({len(seeds) - s['reached_target_runs']} of {len(seeds)} runs)"
               for system, s in result["systems"].items() if s["reached_target_runs"] < len(seeds)]
     if missed:
-        lines.append(f"  did not reach {result['target']:g} within the epoch cap: {', '.join(missed)}")
+        lines.append(f"  did not reach {result['target']:g} within the epoch cap or time budget: "
+                     f"{', '.join(missed)} (their ratios are n/a)")
     return "\n".join(lines)
 
 
 def plot(name: str, result: Mapping[str, Any], path: Path) -> None:
-    """Validation accuracy against training wall time, one curve per system (and seed)."""
+    """The validation metric against training wall time, one curve per system (and seed)."""
     curves = {}
-    for system in SYSTEMS:
-        for run in result["systems"][system]["runs"]:
+    for system, summary in result["systems"].items():
+        for run in summary["runs"]:
             label = system if len(result["seeds"]) == 1 else f"{system} seed {run['seed']}"
             curves[label] = [tuple(p) for p in run["curve"]]
-    plot_curves(curves, path, target=result["target"], title=f"{name}: async vs sync (amp-hls, CPU)")
+    metric = result.get("metric", "accuracy")
+    unit = result.get("metric_unit")
+    label = "validation accuracy" if metric == "accuracy" else f"validation {metric.upper()}" + (
+        f" ({unit})" if unit else "")
+    plot_curves(curves, path, metric=label, target=result["target"],
+                title=f"{name}: amp-hls vs PyTorch (CPU, 1 thread)")
+
+
+@contextlib.contextmanager
+def single_threaded(torch_too: bool) -> Iterator[None]:
+    """numpy's BLAS (threadpoolctl, from scikit-learn) and torch on one thread each."""
+    if torch_too:
+        import torch
+
+        torch.set_num_threads(1)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # without the data extra: say so, the numbers then use the BLAS default
+        print("note: threadpoolctl missing (pip install 'amp-hls[data]'); numpy BLAS threads not "
+              "limited", file=sys.stderr)
+        yield
+        return
+    with threadpool_limits(limits=1):
+        yield
 
 
 def run(plan: Plan, models: Sequence[str], out: Path, plots: bool = True) -> dict[str, Any]:
     """Benchmark ``models``, print the tables, merge into ``out`` and plot beside it."""
     out.parent.mkdir(parents=True, exist_ok=True)
     results = {}
-    for name in models:
-        results[name] = bench_model(name, plan)
-        print(report(name, results[name]), flush=True)
-        if plots:
-            plot(name, results[name], out.parent / f"{name}_{out.stem}.png")
+    torch_too = any(SYSTEMS[s][0] == "torch" for m in models for s in systems_for(m, plan))
+    clock = Clock(plan.deadline_s, [s for m in models for s in systems_for(m, plan)] * len(plan.seeds))
+    with single_threaded(torch_too):
+        for name in models:
+            results[name] = bench_model(name, plan, clock)
+            print(report(name, results[name]), flush=True)
+            if plots:
+                plot(name, results[name], out.parent / f"{name}_{out.stem}.png")
     doc = json.loads(out.read_text()) if out.exists() else {}
     write_json(merge(doc, results), out)
     return results
+
+
+def torch_available() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
     size = p.add_mutually_exclusive_group(required=True)
     size.add_argument("--quick", dest="plan", action="store_const", const="quick",
-                      help="one seed, low epoch caps: under 5 minutes")
+                      help="one seed, low epoch caps, a 530 s deadline: under 10 minutes")
     size.add_argument("--full", dest="plan", action="store_const", const="full",
                       help="three seeds, higher epoch caps; reports medians")
-    p.add_argument("--models", nargs="+", choices=sorted(MODELS), default=["mlp", "list-rnn"],
-                   help="models to benchmark (default: mlp list-rnn)")
+    p.add_argument("--models", nargs="+", choices=sorted(MODELS), default=DEFAULT_MODELS,
+                   help=f"models to benchmark (default: {' '.join(DEFAULT_MODELS)})")
+    p.add_argument("--systems", nargs="+", choices=list(SYSTEMS),
+                   help="systems to run (default: all; the torch ones need the bench extra and "
+                   f"run only on {', '.join(TORCH_MODELS)})")
     p.add_argument("--out", type=Path, help="JSON to merge into (default bench/results/<plan>.json)")
     p.add_argument("--epochs", type=int, help="override every model's epoch cap")
+    p.add_argument("--deadline", type=float, help="seconds for the whole run, shared out among the runs (0: none)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG plots")
     return p
 
@@ -231,6 +458,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan = PLANS[args.plan]
     if args.epochs is not None:
         plan = replace(plan, epochs={m: args.epochs for m in MODELS})
+    if args.deadline is not None:
+        plan = replace(plan, deadline_s=args.deadline or None)
+    systems = tuple(args.systems) if args.systems else tuple(SYSTEMS)
+    wants_torch = any(SYSTEMS[s][0] == "torch" for s in systems) and any(m in TORCH_MODELS for m in args.models)
+    if wants_torch and not torch_available():
+        if args.systems:
+            print("error: the torch systems need PyTorch: pip install 'amp-hls[bench]'", file=sys.stderr)
+            return 1
+        print("note: PyTorch not installed (pip install 'amp-hls[bench]'): skipping the torch "
+              "systems", file=sys.stderr)
+        systems = tuple(s for s in systems if SYSTEMS[s][0] == "amp")
+    plan = replace(plan, systems=systems)
     out = args.out if args.out is not None else RESULTS / f"{plan.name}.json"
     start = time.perf_counter()
     try:
