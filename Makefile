@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 EXTRAS := dev,data,plot,mpi,qm9
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup test demo lint clean bench-quick bench
+.PHONY: setup test demo lint clean bench-setup bench-quick bench staleness staleness-quick
 
 setup: $(STAMP)
 
@@ -25,12 +25,40 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check amp_hls tests bench
 
-# Async vs sync ratios measured side by side; writes bench/results/quick.json (full.json).
-bench-quick: setup
+# amp-hls async vs sync vs PyTorch (eager and batched), single-threaded, side by side; ratios
+# into bench/results/quick.json (full.json). Needs the bench extra (torch, CPU wheel).
+BENCH_STAMP := $(VENV)/.bench-installed
+
+bench-setup: $(BENCH_STAMP)
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS),bench]'
+	@touch $@
+
+bench-quick: $(BENCH_STAMP)
 	$(BIN)/python -m bench.run --quick
 
-bench: setup
+bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench.run --full
+
+# mak x muf grid on list-rnn and ggsnn-qm9: bench/results/staleness.json and staleness_<model>.png
+staleness: $(BENCH_STAMP)
+	$(BIN)/python -m bench.staleness
+
+staleness-quick: $(BENCH_STAMP)
+	$(BIN)/python -m bench.staleness --quick
+
+# Distributed A-SGD (GPU A-SGD's study, small): workers x n_sync under mpiexec, the earlier
+# gradient-only workers side by side, a warm start; bench/results/distributed.json and
+# distributed_<model>.png. About 30 minutes on 2 cores (see docs/distributed.md).
+distributed: setup
+	$(BIN)/python -m bench.distributed --variants local grad-only unbounded
+
+# One distributed run: a parameter server and 2 workers training list-rnn to its target.
+# -disable-auto-cleanup: a worker that dies must not take the others down (it is dropped).
+distributed-demo: setup
+	$(BIN)/mpiexec -disable-auto-cleanup -n 3 $(BIN)/python -m amp_hls.cli train list-rnn \
+		--distributed --n-sync 1 --eval-every 1 --json build/distributed-demo.json
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .ruff_cache .hypothesis

@@ -78,7 +78,7 @@ def run_cell(entry: ModelEntry, splits: Splits, mak: int, muf: int, epochs: int,
         "best_val_metric": (min if entry.metric == "mae" else max)(r.val_metric for r in trainer.history),
         "test_metric": s["test_metric"],
         "time_to_target_s": reached.wall_s if reached else None,
-        "epoch_to_target": reached.epoch + 1 if reached else None,
+        "epoch_to_target": reached.epoch if reached else None,  # EpochRecord.epoch counts from 1
         "cpu_time_to_target_s": cpu[hit[0]] if hit else None,
         "train_s": s["wall_s"],
         "train_cpu_s": cpu[-1],

@@ -17,6 +17,16 @@ from ..models import MODELS
 # every N-th gradient dump (the server must apply it once).
 FAIL_ENV = "AMP_HLS_FAIL_WORKER"
 DUPLICATE_ENV = "AMP_HLS_DUPLICATE_EVERY"
+# "1": gradient-only workers (no local updates between pushes), for side-by-side comparisons
+NO_LOCAL_ENV = "AMP_HLS_NO_LOCAL_UPDATES"
+# an integer overriding max_unconfirmed (0: unbounded), for side-by-side comparisons
+MAX_UNCONFIRMED_ENV = "AMP_HLS_MAX_UNCONFIRMED"
+
+
+def max_unconfirmed(n_sync: int) -> int:
+    """How many of its dumps a worker may have ahead of the server's weights before it waits:
+    room for two sync intervals, and never fewer than 32 (bounded staleness)."""
+    return max(2 * n_sync, 32)
 
 
 def run_distributed(args: argparse.Namespace) -> int:
@@ -68,7 +78,9 @@ def run_distributed(args: argparse.Namespace) -> int:
         if int(rank) == comm.Get_rank():
             die = float(seconds)
     worker = WorkerTrainer(comm, entry, config, die_after_s=die,
-                           duplicate_every=int(os.environ.get(DUPLICATE_ENV, "0")))
+                           duplicate_every=int(os.environ.get(DUPLICATE_ENV, "0")),
+                           local_updates=os.environ.get(NO_LOCAL_ENV, "") not in ("1", "true", "yes"),
+                           max_unconfirmed=int(os.environ.get(MAX_UNCONFIRMED_ENV, max_unconfirmed(args.n_sync))))
     worker.work()
     if os.environ.get(FAIL_ENV):
         sys.stdout.flush()

@@ -4,9 +4,12 @@ Every message is one float64 numpy buffer sent with MPI's buffer interface (no p
 header of small integers (exact in float64) followed by a payload.
 
 - GRADS  worker -> server: [incarnation, seq, node, version_used, n_grads, size] + mean gradient
-- WEIGHTS server -> worker: [incarnation, updates] + each node's version + every parameter
-- DONE   worker -> server: [incarnation, instances, train_s]
+- WEIGHTS server -> worker: [incarnation, updates, seq] + each node's version + every parameter,
+  where ``seq`` is the last of that worker's dumps the weights include (-1: none)
+- DONE   worker -> server: [incarnation, instances, train wall s, train CPU s, s waiting on the server]
 - STOP   server -> worker: [incarnation]
+- BYE    worker -> server: [incarnation], once its other sends have completed; the server keeps
+  its MPI progressing until then (a sender's request may complete only as the receiver polls)
 
 ``seq`` numbers a worker's dumps; with the job's ``incarnation`` it makes every dump unique, so a
 dump is never applied twice (a resent or replayed one is counted and ignored).
@@ -24,8 +27,9 @@ TAG_GRADS = 11
 TAG_WEIGHTS = 12
 TAG_DONE = 13
 TAG_STOP = 14
+TAG_BYE = 15
 GRADS_HEADER = 6
-WEIGHTS_HEADER = 2  # followed by one version per node (layout order), then the parameters
+WEIGHTS_HEADER = 3  # followed by one version per node (layout order), then the parameters
 
 
 @dataclass(frozen=True)

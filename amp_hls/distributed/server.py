@@ -22,10 +22,20 @@ from ..kernels.base import StalenessStats
 from ..models import ModelEntry
 from ..runtime.optim import Optimizer
 from ..runtime.trainer import EpochRecord, TrainConfig, Trainer
-from .protocol import GRADS_HEADER, TAG_DONE, TAG_GRADS, TAG_STOP, TAG_WEIGHTS, Outbox, ParamLayout
+from .protocol import (
+    GRADS_HEADER,
+    TAG_BYE,
+    TAG_DONE,
+    TAG_GRADS,
+    TAG_STOP,
+    TAG_WEIGHTS,
+    Outbox,
+    ParamLayout,
+)
 
 CHECKPOINT_VERSION = 1
 EVAL_PROBE = 250  # validation examples of the quick look during training
+IDLE_SLEEP_MAX = 5e-4  # longest nap between polls when no message waits (seconds)
 
 
 @dataclass
@@ -35,12 +45,16 @@ class WorkerState:
     applied: int = 0
     last_seq: int = -1
     done: bool = False  # its DONE arrived
+    bye: bool = False  # its BYE arrived: it sends nothing more
     stop_sent: bool = False
     dropped: bool = False
     weights_in_flight: Any = None  # the request of the last WEIGHTS send (one at a time)
     weights_buffer: Any = None
     push_wanted: bool = False  # a push is due but the previous one is still being received
     instances: int = 0
+    train_s: float = 0.0  # the worker's own training wall time and CPU time (from its DONE)
+    cpu_s: float = 0.0
+    waited_s: float = 0.0  # how long it waited for the server to catch up (bounded staleness)
 
 
 @dataclass
@@ -95,6 +109,7 @@ class ParameterServerRank:
         self.workers = {
             rank: WorkerState(time.monotonic()) for rank in range(1, comm.Get_size())
         }
+        self._next_probe = 0  # where the next round of probes starts
         if resume is not None:
             self._resume(resume)
 
@@ -103,6 +118,8 @@ class ParameterServerRank:
         if not self.workers:
             raise AmpHlsError("distributed training needs at least one worker rank (mpiexec -n 2 or more)")
         self.start = time.monotonic()
+        self.cpu_start = time.process_time()
+        self.eval_cpu_s = 0.0
         for rank in self.workers:
             self._push(rank)
         next_eval = self.start + self.eval_every_s
@@ -110,9 +127,14 @@ class ParameterServerRank:
         from mpi4py import MPI
 
         status = MPI.Status()
+        idle = 0  # polls in a row that found nothing: back off so an idle server leaves the CPU to workers
         while any(not (w.done or w.dropped) for w in self.workers.values()):
+            # one message, then the housekeeping: a steady stream of dumps must not starve the
+            # evaluation, the retried pushes or the timeouts
             if self._receive_one(status):
-                continue
+                idle = 0
+            else:
+                idle += 1
             self._retry_pushes()
             now = time.monotonic()
             for rank, w in self.workers.items():
@@ -125,7 +147,8 @@ class ParameterServerRank:
                 next_eval = time.monotonic() + self.eval_every_s
                 if reached or self.wall_s > self.max_wall_s:
                     break
-            time.sleep(1e-4)
+            if idle:
+                time.sleep(min(1e-4 * idle, IDLE_SLEEP_MAX))
         if not reached:
             reached = self._evaluate()
         self._shutdown()
@@ -155,6 +178,12 @@ class ParameterServerRank:
                 break
             if not self._receive_one(status):
                 time.sleep(1e-4)
+        # keep MPI progressing until every worker's sends have completed (its BYE says so):
+        # without that a worker can wait on a send the server already received
+        deadline = time.monotonic() + self.worker_timeout
+        while any(not (w.bye or w.dropped) for w in self.workers.values()) and time.monotonic() < deadline:
+            if not self._receive_one(status):
+                time.sleep(1e-4)
         self.outbox.flush(timeout=self.worker_timeout)
         for w in self.workers.values():
             if w.weights_in_flight is not None and not w.dropped:
@@ -169,8 +198,12 @@ class ParameterServerRank:
         its half-sent messages cannot be received). False if none is waiting."""
         from mpi4py import MPI
 
-        for rank, w in self.workers.items():
+        ranks = list(self.workers)
+        first = self._next_probe % len(ranks)
+        for rank in ranks[first:] + ranks[:first]:  # round robin: a busy rank cannot starve the rest
+            w = self.workers[rank]
             if not w.dropped and self.comm.Iprobe(source=rank, tag=MPI.ANY_TAG, status=status):
+                self._next_probe = ranks.index(rank) + 1
                 self._handle(rank, status.Get_tag(), status.Get_count(MPI.DOUBLE))
                 return True
         return False
@@ -193,8 +226,13 @@ class ParameterServerRank:
         if tag == TAG_DONE:
             w.done = True
             w.instances = int(buf[1])
+            if count >= 5:
+                w.train_s, w.cpu_s, w.waited_s = float(buf[2]), float(buf[3]), float(buf[4])
             self.log(f"worker {rank} done ({w.instances} instances)")
             self._stop(rank)  # the reply that lets it leave
+            return
+        if tag == TAG_BYE:
+            w.bye = True
             return
         if tag != TAG_GRADS:
             raise AmpHlsError(f"unexpected message tag {tag} from worker {rank}")
@@ -228,7 +266,7 @@ class ParameterServerRank:
             return
         versions = [self.node_versions[n] for n in self.layout.nodes]
         w.weights_buffer = np.concatenate(
-            [[self.incarnation, self.version], versions, self.layout.flatten(self.params)]
+            [[self.incarnation, self.version, w.last_seq], versions, self.layout.flatten(self.params)]
         ).astype(np.float64)
         w.weights_in_flight = self.comm.Isend(w.weights_buffer, dest=rank, tag=TAG_WEIGHTS)
         w.push_wanted = False
@@ -242,6 +280,13 @@ class ParameterServerRank:
         """Validation on the current masters. No update is applied meanwhile (every worker's
         staleness grows), so a quick look at ``EVAL_PROBE`` examples comes first and the whole
         validation set only when the probe says the target may be reached."""
+        cpu = time.process_time()
+        try:
+            return self._validate()
+        finally:
+            self.eval_cpu_s += time.process_time() - cpu
+
+    def _validate(self) -> bool:
         for kernel in self.evaluator.param_kernels:
             kernel.set_params(self.params[kernel.name])
         val_set = self.evaluator.splits.val
@@ -285,6 +330,11 @@ class ParameterServerRank:
             "duplicates_ignored": self.duplicates,
             "dropped_workers": [r for r, w in self.workers.items() if w.dropped],
             "worker_instances": {str(r): w.instances for r, w in self.workers.items()},
+            "worker_train_s": {str(r): w.train_s for r, w in self.workers.items()},
+            "worker_cpu_s": {str(r): w.cpu_s for r, w in self.workers.items()},
+            "worker_waited_s": {str(r): w.waited_s for r, w in self.workers.items()},
+            "server_cpu_s": time.process_time() - self.cpu_start,
+            "server_eval_cpu_s": self.eval_cpu_s,
             "events": self.log.events,
             "history": [asdict(r) for r in self.history],
         }

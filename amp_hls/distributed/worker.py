@@ -1,15 +1,26 @@
 """Ranks 1..N: workers that run AMP on their own shard and the server's weights.
 
 A worker is the CPU trainer with one change: when a node has gathered ``muf`` gradients it
-sends their mean to the server instead of updating itself, and it installs whatever weights the
-server has sent since (checked without blocking). The server decides when a worker gets weights
-(every ``n_sync`` of its dumps), so no worker ever waits on another.
+sends their mean to the server, and it installs whatever weights the server has sent since
+(checked without blocking). The server decides when a worker gets weights (every ``n_sync`` of
+its dumps), so no worker ever waits on another.
+
+Between two pushes the worker also applies each update to its own copy with its own optimizer
+(GPU A-SGD's clients train locally between syncs), so its weights keep moving instead of
+freezing for ``n_sync`` dumps. It keeps the change each local update made until the server
+says (in the WEIGHTS header) that it has applied that dump; installing the server's weights
+then re-applies the changes of the dumps the server has not seen yet, so the worker never
+drops back to weights older than its own updates. With one worker this is the single-process
+trainer's trajectory; with several, each worker is the server's state plus its own
+not-yet-applied updates. ``local_updates=False`` (or ``AMP_HLS_NO_LOCAL_UPDATES=1``) restores
+gradient-only workers whose weights change only when the server pushes.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -19,7 +30,7 @@ from ..errors import AmpHlsError
 from ..kernels import ParamKernel
 from ..models import ModelEntry
 from ..runtime.trainer import TrainConfig, Trainer
-from .protocol import TAG_DONE, TAG_GRADS, TAG_STOP, WEIGHTS_HEADER, Outbox, ParamLayout
+from .protocol import TAG_BYE, TAG_DONE, TAG_GRADS, TAG_STOP, WEIGHTS_HEADER, Outbox, ParamLayout
 
 
 class _Stopped(Exception):
@@ -37,6 +48,8 @@ class WorkerTrainer(Trainer):
         first_weights_timeout: float = 60.0,
         die_after_s: float | None = None,
         duplicate_every: int = 0,
+        local_updates: bool = True,
+        max_unconfirmed: int = 0,
     ):
         rank, size = comm.Get_rank(), comm.Get_size()
         full = entry.data(config.seed)
@@ -50,6 +63,14 @@ class WorkerTrainer(Trainer):
         self.incarnation = -1
         self.stopped = False
         self.server_version = 0
+        self.confirmed = -1  # the last of our dumps the server's newest weights include
+        # bounded staleness: with more than this many dumps not yet in the server's weights the
+        # worker waits (sleeping, so an oversubscribed machine gives the server the CPU)
+        self.max_unconfirmed = max_unconfirmed
+        self.waited_s = 0.0
+        self.local_updates = local_updates
+        # (seq, node, change) of local updates the server has not yet confirmed applying
+        self.unconfirmed: deque[tuple[int, str, dict[str, np.ndarray]]] = deque()
         # fault injection for tests: this worker resends every n-th dump, or dies abruptly after
         # so many seconds
         self.duplicate_every = duplicate_every
@@ -70,13 +91,29 @@ class WorkerTrainer(Trainer):
         self.outbox.send(message, dest=0, tag=TAG_GRADS)
         if self.duplicate_every and self.seq % self.duplicate_every == 0:
             self.outbox.send(message, dest=0, tag=TAG_GRADS)  # fault injection: a resent dump
+        if self.local_updates:
+            old = kernel.params
+            new = self.optimizer.step(kernel.name, old, mean)
+            self.unconfirmed.append((self.seq, kernel.name, {k: new[k] - old[k] for k in old}))
+            kernel.set_params(new)  # version + 1: one more of its own updates in these weights
         self.seq += 1
         kernel.zero_grads()
         if self.die_at is not None and time.monotonic() > self.die_at:
             os._exit(3)  # a crash, not a shutdown: no goodbye to the server
         self._poll()
+        if self.max_unconfirmed and self.seq - 1 - self.confirmed > self.max_unconfirmed:
+            self._wait_for_server()
         if self.stopped:
             raise _Stopped
+
+    def _wait_for_server(self, timeout: float = 60.0) -> None:
+        """Let the server catch up with our dumps (or stop us); give up waiting after ``timeout``."""
+        start = time.monotonic()
+        while (not self.stopped and self.seq - 1 - self.confirmed > self.max_unconfirmed
+               and time.monotonic() - start < timeout):
+            if not self._poll():
+                time.sleep(2e-4)
+        self.waited_s += time.monotonic() - start
 
     def _poll(self) -> bool:
         """Install the newest weights the server sent (older ones are superseded); notice a stop.
@@ -95,28 +132,50 @@ class WorkerTrainer(Trainer):
             newest = buf
         if newest is None:
             return False
-        self.incarnation, self.server_version = int(newest[0]), int(newest[1])
+        incarnation, self.server_version, confirmed = (int(v) for v in newest[:WEIGHTS_HEADER])
+        if incarnation != self.incarnation:
+            self.unconfirmed.clear()  # a new server job: nothing of ours is in its weights
+        self.incarnation, self.confirmed = incarnation, confirmed
+        while self.unconfirmed and self.unconfirmed[0][0] <= confirmed:
+            self.unconfirmed.popleft()  # already in the server's weights
         n_nodes = len(self.layout.nodes)
         versions = dict(zip(self.layout.nodes, newest[WEIGHTS_HEADER : WEIGHTS_HEADER + n_nodes].astype(int)))
         params = self.layout.unflatten(newest[WEIGHTS_HEADER + n_nodes :])
+        ahead = dict.fromkeys(versions, 0)
+        for _, node, change in self.unconfirmed:  # our updates the server has not applied yet
+            params[node] = {k: v + change[k] for k, v in params[node].items()}
+            ahead[node] += 1
         for kernel in self.param_kernels:
             kernel.set_params(params[kernel.name])
-            kernel.version = int(versions[kernel.name])  # staleness counts that node's updates
+            # staleness counts that node's updates: the server's, plus our own not yet there
+            kernel.version = int(versions[kernel.name]) + ahead[kernel.name]
         return True
 
     def work(self, timeout: float = 60.0) -> None:
         """Train the shard for ``epochs`` (or until stopped), then leave cleanly: say DONE, wait
         for the server's STOP, and let the last sends drain (the server keeps receiving)."""
+        finished = 0  # instances completed, counting the epoch a STOP cut short
+
+        def count(n: int) -> None:
+            nonlocal finished
+            finished += n
+
+        start, cpu = time.monotonic(), time.process_time()
         try:
             while self.epoch < self.config.epochs and not self.stopped:
-                self.train_epoch()
+                self.train_epoch(count)
         except _Stopped:
             pass
-        done = np.array([self.incarnation, self.instances, self.train_s], dtype=np.float64)
+        done = np.array([self.incarnation, finished, time.monotonic() - start,
+                         time.process_time() - cpu, self.waited_s], dtype=np.float64)
         self.outbox.send(done, dest=0, tag=TAG_DONE)
         deadline = time.monotonic() + timeout
         while not self.stopped and time.monotonic() < deadline:
             self._poll()
             time.sleep(1e-3)
+        # Our sends may complete only as the server's MPI makes progress, so the server keeps
+        # receiving until our BYE, which follows the last of them.
         while not self.outbox.flush(timeout=0.05) and time.monotonic() < deadline:
             self._poll()
+        self.outbox.send(np.array([self.incarnation], dtype=np.float64), dest=0, tag=TAG_BYE)
+        self.outbox.flush(timeout=5.0)
