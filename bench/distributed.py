@@ -188,17 +188,17 @@ def study(model: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     for seed in range(args.single):
         add(run_single(model, seed, args.epochs, tmp, args.timeout))
     # the grid: worker counts (and variants) side by side within each n_sync
-    for n_sync in args.n_sync:
+    for n_sync in [] if args.no_grid else args.n_sync:
         for workers in args.workers:
             for variant in variants:
                 if variant == main or workers in VARIANT_WORKERS[variant]:
                     dist(workers, n_sync, 0, variant=variant)
     # repeat 1 vs 2 workers at the n_sync where they did best, alternating which goes first
     pair = [w for w in (1, 2) if w in args.workers]
-    best = min(args.n_sync, key=lambda n: statistics.median(
+    best = (args.warm_n_sync or args.n_sync)[0] if args.no_grid else min(args.n_sync, key=lambda n: statistics.median(
         [_ttt(r) for r in runs if r["system"] == "distributed" and r["n_sync"] == n
          and r["workers"] in pair and r["variant"] == main]))
-    for rep in range(args.repeats):
+    for rep in range(0 if args.no_grid else args.repeats):
         seed = rep + 1
         for workers in (pair if rep % 2 else pair[::-1]):
             for variant in variants:
@@ -290,20 +290,27 @@ def plot(result: dict[str, Any], path: Path) -> None:
     target, main = result["target"], result["variants"][0]
     runs = [r for r in result["runs"] if r["system"] == "single" or r["variant"] == main]
     n_syncs = sorted({r["n_sync"] for r in runs if r["system"] == "distributed" and not r.get("warm_start")})
-    fig, axes = plt.subplots(1, len(n_syncs) + 1, figsize=(4.2 * (len(n_syncs) + 1), 3.8), squeeze=False)
+    cols = max(len(n_syncs), 1)
+    fig = plt.figure(figsize=(max(4.6 * cols, 8.0), 8.0))
+    grid = fig.add_gridspec(2, cols)
+    axes = [[fig.add_subplot(grid[0, i]) for i in range(len(n_syncs))] + [fig.add_subplot(grid[1, :])]]
     colours = {1: "tab:blue", 2: "tab:orange", 4: "tab:green", 8: "tab:red"}
     for ax, n_sync in zip(axes[0], n_syncs):
         for r in runs:
             if r["system"] == "single" and r["seed"] == 0:
                 xs, ys = zip(*r["curve"])
                 ax.plot(xs, ys, color="grey", linewidth=1, label="single process")
+        labelled = set()
         for r in runs:
             if r["system"] != "distributed" or r["n_sync"] != n_sync or r.get("warm_start") or not r["curve"]:
                 continue
             xs, ys = zip(*r["curve"])
-            ax.plot(xs, ys, color=colours.get(r["workers"], "black"), linewidth=1,
-                    alpha=1.0 if r["seed"] == 0 else 0.5,
-                    label=f"{r['workers']} worker(s)" + (f" seed {r['seed']}" if r["seed"] else ""))
+            key = (r["workers"], r["seed"] == 0)
+            label = None if key in labelled else (
+                f"{r['workers']} worker(s)" + ("" if r["seed"] == 0 else ", other seeds"))
+            labelled.add(key)
+            ax.plot(xs, ys, color=colours.get(r["workers"], "black"), linewidth=1.2 if r["seed"] == 0 else 0.7,
+                    alpha=1.0 if r["seed"] == 0 else 0.35, label=label)
         for r in runs:  # warm starts at this n_sync, shifted by their pre-training time
             if r.get("warm_start") and r["n_sync"] == n_sync and r["curve"]:
                 xs, ys = zip(*r["curve"])
@@ -343,7 +350,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     if single:
         ax.axhline(statistics.median(single), color="grey", linestyle="--", linewidth=1, label="single process")
         ax.legend(fontsize=7)
-    ax.set_xticks(range(len(labels)), labels, rotation=60, fontsize=7)
+    ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("time to target (s), median and range")
     ax.set_title("workers / n_sync")
     fig.suptitle(f"{result['model']}: distributed A-SGD on {os.cpu_count()} CPUs")
@@ -369,10 +376,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-every", type=float, default=1.0, help="server validation interval (s)")
     p.add_argument("--epochs", type=int, default=12, help="epoch cap of every run (of the whole data set)")
     p.add_argument("--timeout", type=float, default=600.0, help="per-run limit (s)")
+    p.add_argument("--no-grid", action="store_true", help="only the warm-start runs (at --warm-n-sync)")
     p.add_argument("--quick", action="store_true", help="1 and 2 workers at n_sync 1, no repeats or warm start")
     p.add_argument("--out", type=Path, default=RESULTS / "distributed.json")
     p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--replot", action="store_true", help="only redraw the plots of the --out JSON")
     args = p.parse_args(argv)
+    if args.replot:
+        for model, result in json.loads(args.out.read_text())["models"].items():
+            plot(result, args.out.parent / f"distributed_{model}.png")
+        return 0
     if MPIEXEC is None:
         print("needs mpiexec: pip install 'amp-hls[mpi]'", file=sys.stderr)
         return 2

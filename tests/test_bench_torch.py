@@ -171,3 +171,17 @@ def test_bench_run_merges_torch_systems(tmp_path, monkeypatch, capsys):
         s["amp_async"]["instances_per_s"] / s["torch_batched"]["instances_per_s"])
     assert (tmp_path / "list-rnn_quick.png").stat().st_size > 0
     assert "speedup" in capsys.readouterr().out
+
+
+def test_asking_for_torch_without_it_fails_cleanly(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(bench, "torch_available", lambda: False)
+    out = tmp_path / "x.json"
+    assert bench.main(["--quick", "--models", "list-rnn", "--systems", "torch_eager", "--out", str(out)]) == 1
+    assert "amp-hls[bench]" in capsys.readouterr().err and not out.exists()
+
+
+def test_deadline_shares_time_by_weight():
+    clock = bench.Clock(100.0, ["amp_async", "torch_batched"])
+    assert clock.next_budget("amp_async") == pytest.approx(80.0, abs=0.5)  # 2 / (2 + 0.5)
+    assert clock.next_budget("torch_batched") == pytest.approx(100.0, abs=0.5)  # the rest
+    assert bench.Clock(None, ["amp_async"]).next_budget("amp_async") is None

@@ -25,8 +25,8 @@ MAX_UNCONFIRMED_ENV = "AMP_HLS_MAX_UNCONFIRMED"
 
 def max_unconfirmed(n_sync: int) -> int:
     """How many of its dumps a worker may have ahead of the server's weights before it waits:
-    room for two sync intervals, and never fewer than 32 (bounded staleness)."""
-    return max(2 * n_sync, 32)
+    room for two sync intervals, and never fewer than 64 (bounded staleness)."""
+    return max(2 * n_sync, 64)
 
 
 def run_distributed(args: argparse.Namespace) -> int:
@@ -80,7 +80,8 @@ def run_distributed(args: argparse.Namespace) -> int:
     worker = WorkerTrainer(comm, entry, config, die_after_s=die,
                            duplicate_every=int(os.environ.get(DUPLICATE_ENV, "0")),
                            local_updates=os.environ.get(NO_LOCAL_ENV, "") not in ("1", "true", "yes"),
-                           max_unconfirmed=int(os.environ.get(MAX_UNCONFIRMED_ENV, max_unconfirmed(args.n_sync))))
+                           max_unconfirmed=int(os.environ.get(MAX_UNCONFIRMED_ENV, max_unconfirmed(args.n_sync))),
+                           optimizer_state=args.resume or args.warm_start)
     worker.work()
     if os.environ.get(FAIL_ENV):
         sys.stdout.flush()

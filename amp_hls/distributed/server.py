@@ -36,6 +36,7 @@ from .protocol import (
 CHECKPOINT_VERSION = 1
 EVAL_PROBE = 250  # validation examples of the quick look during training
 IDLE_SLEEP_MAX = 5e-4  # longest nap between polls when no message waits (seconds)
+SERVE_EVERY_S = 5e-3  # during a validation, serve the workers this often (seconds)
 
 
 @dataclass
@@ -93,12 +94,28 @@ class ParameterServerRank:
         self.log = ServerLog()
         # the evaluator: a CPU trainer whose weights are overwritten with the masters before use
         self.evaluator = Trainer(entry, config)
+        # between the validation's engine steps the server keeps serving its workers
+        self._serving = False
+        self._last_serve = 0.0
+        self._serve_cpu_s = 0.0
+        evaluation_step = self.evaluator.eval_engine.step
+
+        def step_and_serve() -> list[int]:
+            finished = evaluation_step()
+            if self._serving:
+                self._serve_between_steps()
+            return finished
+
+        self.evaluator.eval_engine.step = step_and_serve  # type: ignore[method-assign]
         self.params = {k.name: dict(k.params) for k in self.evaluator.param_kernels}
+        self.optimizer = Optimizer(config.optimizer)
         if warm_start is not None:
             self.params = _load_params(warm_start, self.params)
-            self.log(f"warm start from {warm_start}")
+            # the optimizer state too: a fresh Adam's first steps are full learning-rate steps
+            # in every coordinate, which knock a partly trained model back
+            with_state = load_optimizer_state(warm_start, self.optimizer)
+            self.log(f"warm start from {warm_start}" + (" (weights and optimizer state)" if with_state else ""))
         self.layout = ParamLayout.of(self.params)
-        self.optimizer = Optimizer(config.optimizer)
         self.version = 0  # updates applied, all nodes together
         self.node_versions = dict.fromkeys(self.layout.nodes, 0)  # updates per node
         self.staleness = StalenessStats()
@@ -126,7 +143,7 @@ class ParameterServerRank:
         reached = False
         from mpi4py import MPI
 
-        status = MPI.Status()
+        status = self._status = MPI.Status()
         idle = 0  # polls in a row that found nothing: back off so an idle server leaves the CPU to workers
         while any(not (w.done or w.dropped) for w in self.workers.values()):
             # one message, then the housekeeping: a steady stream of dumps must not starve the
@@ -277,32 +294,52 @@ class ParameterServerRank:
                 self._push(rank)
 
     def _evaluate(self) -> bool:
-        """Validation on the current masters. No update is applied meanwhile (every worker's
-        staleness grows), so a quick look at ``EVAL_PROBE`` examples comes first and the whole
-        validation set only when the probe says the target may be reached."""
-        cpu = time.process_time()
+        """Validation of a snapshot of the masters: a quick look at ``EVAL_PROBE`` examples, and
+        the whole validation set only when the probe says the target may be reached. Between
+        the evaluation's engine steps the server goes on serving its workers (dumps applied to
+        the live masters, pushes), so a validation never stalls them; the record carries the
+        snapshot's time."""
+        cpu, served = time.process_time(), self._serve_cpu_s
+        self._serving = True
         try:
             return self._validate()
         finally:
-            self.eval_cpu_s += time.process_time() - cpu
+            self._serving = False
+            self.eval_cpu_s += time.process_time() - cpu - (self._serve_cpu_s - served)
+
+    def _serve_between_steps(self) -> None:
+        now = time.monotonic()
+        if now - self._last_serve < SERVE_EVERY_S:
+            return
+        cpu = time.process_time()
+        for _ in range(256):  # bounded: the validation must finish even under a flood of dumps
+            if not self._receive_one(self._status):
+                break
+        self._retry_pushes()
+        self._last_serve = time.monotonic()
+        self._serve_cpu_s += time.process_time() - cpu
 
     def _validate(self) -> bool:
+        snapshot_s, snapshot = self.wall_s, dict(self.params)  # an update replaces a node's dict
         for kernel in self.evaluator.param_kernels:
-            kernel.set_params(self.params[kernel.name])
+            kernel.set_params(snapshot[kernel.name])
         val_set = self.evaluator.splits.val
         target = self.config.target
         val = self.evaluator.evaluate(val_set[:EVAL_PROBE])
         if target is not None and self.entry.better(val.metric, target) and len(val_set) > EVAL_PROBE:
             val = self.evaluator.evaluate(val_set)
         instances = sum(w.applied for w in self.workers.values())
-        record = EpochRecord(len(self.history) + 1, self.wall_s, float("nan"), float("nan"),
+        record = EpochRecord(len(self.history) + 1, snapshot_s, float("nan"), float("nan"),
                              val.loss, val.metric, instances)
         self.history.append(record)
         self.log(f"t={record.wall_s:.1f}s updates={self.version} val_{self.entry.metric}={val.metric:.4f} "
                  f"({val.count} examples)")
+        reached = target is not None and val.count == len(val_set) and self.entry.better(val.metric, target)
+        if reached:  # the result is the model that was validated, not what dumps made of it since
+            self.params = snapshot
         if self.checkpoint is not None:
             self.save(self.checkpoint)
-        return target is not None and val.count == len(val_set) and self.entry.better(val.metric, target)
+        return reached
 
     def summary(self, reached: bool) -> dict[str, Any]:
         for kernel in self.evaluator.param_kernels:
@@ -371,6 +408,26 @@ class ParameterServerRank:
         self.elapsed_before = meta["wall_s"]
         self.history = [EpochRecord(**r) for r in meta["history"]]
         self.log(f"resumed from {path} at {self.version} updates")
+
+
+def load_optimizer_state(path: Path, optimizer: Optimizer) -> bool:
+    """Load the optimizer state (``opt/<node>/<key>`` arrays, steps in the metadata) of a CPU
+    trainer or server checkpoint into ``optimizer``, if it has one for the same kind of
+    optimizer; True if it did."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: np.array(data[k]) for k in data.files if k.startswith("opt/")}
+            meta = json.loads(str(data["meta"])) if "meta" in data.files else {}
+    except (OSError, KeyError, ValueError) as exc:
+        raise AmpHlsError(f"cannot read optimizer state from {path}: {exc}") from None
+    steps = meta.get("optimizer_steps") if isinstance(meta, dict) else None
+    kind = ((meta.get("config") or {}).get("optimizer") or {}).get("kind")
+    suffixes = {k.rsplit(".", 1)[-1] for k in arrays}
+    expected = {"adam": {"m", "v"}, "momentum": {"v"}, "sgd": set()}[optimizer.config.kind]
+    if not arrays or not isinstance(steps, dict) or suffixes != expected or kind not in (None, optimizer.config.kind):
+        return False
+    optimizer.load_state(arrays, {str(n): int(t) for n, t in steps.items()})
+    return True
 
 
 def _load_params(path: Path, like: dict[str, dict[str, np.ndarray]]) -> dict[str, dict[str, np.ndarray]]:

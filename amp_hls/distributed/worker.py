@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ from ..kernels import ParamKernel
 from ..models import ModelEntry
 from ..runtime.trainer import TrainConfig, Trainer
 from .protocol import TAG_BYE, TAG_DONE, TAG_GRADS, TAG_STOP, WEIGHTS_HEADER, Outbox, ParamLayout
+from .server import load_optimizer_state
 
 
 class _Stopped(Exception):
@@ -50,6 +52,7 @@ class WorkerTrainer(Trainer):
         duplicate_every: int = 0,
         local_updates: bool = True,
         max_unconfirmed: int = 0,
+        optimizer_state: Path | None = None,
     ):
         rank, size = comm.Get_rank(), comm.Get_size()
         full = entry.data(config.seed)
@@ -69,6 +72,8 @@ class WorkerTrainer(Trainer):
         self.max_unconfirmed = max_unconfirmed
         self.waited_s = 0.0
         self.local_updates = local_updates
+        if optimizer_state is not None:  # a warm start or a resumed server: Adam goes on from there
+            load_optimizer_state(optimizer_state, self.optimizer)
         # (seq, node, change) of local updates the server has not yet confirmed applying
         self.unconfirmed: deque[tuple[int, str, dict[str, np.ndarray]]] = deque()
         # fault injection for tests: this worker resends every n-th dump, or dies abruptly after
