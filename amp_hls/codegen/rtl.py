@@ -32,11 +32,17 @@ from ..wire import (
     wire_constants,
 )
 from .hls import HlsOptions, kernel_ports, port_reads, wiring
+from ..resources import templates_dir
 from .jinja import environment
 
 PACKAGE_FILE = "amp_pkg.sv"
 HARNESS = "amp_harness"
-RTL_KINDS = ("activation",)  # node kinds with an RTL kernel so far
+KERNEL_TEMPLATES = "rtl/kernels"  # one <kind>.sv.j2 per node kind with an RTL kernel
+
+
+def rtl_kinds() -> tuple[str, ...]:
+    """Node kinds that have an RTL kernel: those with a template in ``templates/rtl/kernels``."""
+    return tuple(sorted(p.name.removesuffix(".sv.j2") for p in (templates_dir() / KERNEL_TEMPLATES).glob("*.sv.j2")))
 
 
 def sv64(value: int) -> str:
@@ -63,19 +69,31 @@ def render_package(numerics: NumericConfig) -> str:
 
 
 def render_kernel(graph: GraphCore, name: str, options: HlsOptions | None = None) -> str:
-    """The RTL module ``k_<name>`` of one node; AmpHlsError for a kind with no RTL kernel yet."""
+    """The RTL module ``k_<name>`` of one node; AmpHlsError for a kind with no RTL kernel yet.
+
+    Every template gets the same context (the node, its port specs, the options and the wire
+    geometry of its first input); kind-specific sizes are computed in the template from these."""
     options = options or HlsOptions()
     node = graph.nodes[name]
-    if node.kind not in RTL_KINDS:
+    if node.kind not in rtl_kinds():
         raise AmpHlsError(f"no RTL kernel for node kind {node.kind!r} (node '{name}')")
-    spec = graph.input_spec(name, 0)
+    in_specs = [graph.input_spec(name, i) for i in range(node.n_inputs)]
+    out_specs = [graph.spec(name, j) for j in range(node.n_outputs)]
+    spec = in_specs[0]
     epb = elements_per_beat(Kind.DATA)
     bpr = beats_per_row(Kind.DATA, spec.width)
     rows_bits = next(f.bits for f in HEADER_FIELDS if f.name == "rows")
-    return environment().get_template(f"rtl/{node.kind}.sv.j2").render(
+    return environment().get_template(f"{KERNEL_TEMPLATES}/{node.kind}.sv.j2").render(
         graph_name=graph.name,
         node=node,
         module=f"k_{name}",
+        options=options,
+        in_specs=in_specs,
+        out_specs=out_specs,
+        ports=kernel_ports(node),
+        bits=_bits,
+        beats_per_row=beats_per_row,
+        Kind=Kind,
         slots=options.cache_slots,
         slot_bits=_bits(options.cache_slots),
         epb=epb,
