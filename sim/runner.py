@@ -13,6 +13,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+PCH_FIX = "CFG_CXXFLAGS_PCH_I=-include"
 _DONE = "amp_build.ok"  # written after a successful build, so a half-built directory is redone
 
 
@@ -58,20 +59,35 @@ def build_key(sources: Sequence[Path], toplevel: str) -> str:
 
 def build(sources: Sequence[Path], toplevel: str, cache_dir: Path) -> Path:
     """Compile ``sources`` with ``toplevel`` as the top, once per content; the build directory."""
-    from cocotb_tools.runner import get_runner
-
     _use_wheel()
     build_dir = Path(cache_dir) / f"{toplevel}-{build_key(sources, toplevel)}"
     if not (build_dir / _DONE).is_file():
-        get_runner("verilator").build(
-            sources=[str(s) for s in sources],
-            hdl_toplevel=toplevel,
-            build_dir=str(build_dir),
-            timescale=("1ns", "1ps"),
-            always=True,
-        )
+        # The wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, which breaks the build of any
+        # design big enough for Verilator to split its C++ into several files (the precompiled
+        # header goes unused); make takes MAKEFLAGS definitions as command-line overrides.
+        makeflags = os.environ.get("MAKEFLAGS")
+        os.environ["MAKEFLAGS"] = f"{makeflags or ''} {PCH_FIX}".strip()
+        try:
+            _build(sources, toplevel, build_dir)
+        finally:
+            if makeflags is None:
+                os.environ.pop("MAKEFLAGS", None)
+            else:
+                os.environ["MAKEFLAGS"] = makeflags
         (build_dir / _DONE).write_text(toplevel + "\n")
     return build_dir
+
+
+def _build(sources: Sequence[Path], toplevel: str, build_dir: Path) -> None:
+    from cocotb_tools.runner import get_runner
+
+    get_runner("verilator").build(
+        sources=[str(s) for s in sources],
+        hdl_toplevel=toplevel,
+        build_dir=str(build_dir),
+        timescale=("1ns", "1ps"),
+        always=True,
+    )
 
 
 def run(

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from amp_hls.codegen.hls import wiring
-from amp_hls.codegen.rtl import render_boundary, render_kernel, render_package, sv64
+from amp_hls.codegen.rtl import render_boundary, render_kernel, render_package, rtl_kinds, sv64
 from amp_hls.errors import AmpHlsError
 from amp_hls.ir import Graph
 from amp_hls.numerics import ACC_BITS, LUT_KINDS, NumericConfig, Precision, activation_table
@@ -58,12 +58,17 @@ def test_sv64_literals() -> None:
     assert sv64(-32768) == "-64'sd32768"
 
 
-def test_kinds_without_rtl_kernel_are_refused() -> None:
+def test_every_device_kind_has_an_rtl_kernel_and_host_kinds_none() -> None:
+    from amp_hls.ir.nodes import NODE_KINDS
+
+    kinds = set(rtl_kinds())
+    host_only = {"source", "sink", "loss"}
+    assert kinds == set(NODE_KINDS) - host_only
     g = Graph("no_rtl")
     x = g.source("x", width=4)
     g.loss(g.linear(x, 4, name="fc"), g.source("t", width=4), "mse")
-    with pytest.raises(AmpHlsError, match="no RTL kernel for node kind 'linear'"):
-        render_kernel(g, "fc")
+    with pytest.raises(AmpHlsError, match="no RTL kernel for node kind 'source'"):
+        render_kernel(g, "x")
 
 
 def test_boundary_has_a_port_per_route() -> None:

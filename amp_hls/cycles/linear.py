@@ -1,0 +1,47 @@
+"""Cycle model of the RTL Linear kernel (templates/rtl/kernels/linear.sv.j2).
+
+The kernel serves one message at a time: header and state beats, a tag look-up, the payload read
+into RAM (packed into words of ``parallelism`` elements, at most one word and one beat a cycle),
+then one pipelined loop per pass of ``parallelism`` MACs a cycle, the output beats leaving while it
+runs. A backward runs two loops (dx, then dW) and every ``muf``-th one dumps G, one 64-bit element
+a cycle; the dump is shared out over the ``muf`` messages.
+"""
+
+from __future__ import annotations
+
+from ..errors import AmpHlsError
+from ..ir import Linear
+from ..wire import HEADER_BEATS, Kind, beats_per_row, elements_per_beat
+
+LOOK = 1  # the tag look-up (or WEIGHTS check) after the header and state beats
+PIPE = 4  # a loop's last issue to its last result: RAM read, multiply, accumulate, write
+PIPE_OUT = PIPE + 1  # ... and, for forward and dx, the last beat through the unpacker
+PACK = 1  # the packer's last word after the last beat
+
+
+def _read(rows: int, beats: int, words: int, extra: int = 0) -> int:
+    """``rows`` rows of ``beats`` beats in, packed into ``words`` words a row: one beat and one
+    word a cycle; the last ``extra`` beats of a row (a bias alone) wait for the row's last word."""
+    return rows * max(beats, words + extra)
+
+
+def message_cycles(node: Linear, in_specs, out_specs, options, port: str, rows: int) -> int:  # noqa: ANN001
+    """Cycles between taking a message of ``rows`` rows on ``port`` and taking the next."""
+    p = node.parallelism
+    n_in, n_out = node.in_features, node.out_features
+    words = -(-n_in // p)  # MAC words per input row
+    bpr_in = beats_per_row(Kind.DATA, n_in)
+    head = HEADER_BEATS + LOOK
+    if port == "params":
+        pw = n_in + int(node.bias)
+        bpr_w = beats_per_row(Kind.WEIGHTS, pw)
+        return head + _read(n_out, bpr_w, words, bpr_w - bpr_in) + PACK
+    if port == "in0":
+        return head + _read(rows, bpr_in, words) + PACK + rows * n_out * words + PIPE_OUT
+    if port == "out0_grad":
+        # dx: a word of p results per n_out cycles, leaving as p / 4 beats
+        dx = rows * words * max(n_out, -(-p // elements_per_beat(Kind.DATA))) + PIPE_OUT
+        dw = n_out * words * rows + PIPE
+        dump = HEADER_BEATS + n_out * (n_in + int(node.bias)) + 2
+        return round(head + rows * beats_per_row(Kind.DATA, n_out) + dx + dw + dump / options.muf)
+    raise AmpHlsError(f"linear node '{node.name}' has no input port {port!r}")

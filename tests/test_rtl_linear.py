@@ -1,0 +1,268 @@
+"""The RTL Linear kernel agrees with the numpy device model bit for bit, and with its cycle model.
+
+One graph holds four Linear nodes that cover the kernel's shapes: 1, 4, 8 and 3 MACs per cycle
+(a word narrower than a beat, one beat, two beats, and words that straddle beats), with and without
+bias, input widths 10, 5, 11 and 8 (every remainder modulo the 4 elements per beat; with 8 and a
+bias, the bias has a WEIGHTS beat to itself), and rows = 1..3. Two more nodes have the shapes of
+the model zoo's MLP layers, for its efficiency. They are built
+once under Verilator in one harness (``sim.runner``, cached by source hash), with a tag cache of
+4 entries and a GRADS dump every 2 backward messages.
+
+Bit-exact (``sim.linear_tb``, random TVALID/TREADY stalls on all six streams): two phases, each a
+WEIGHTS load (key = version) followed by forwards of several tags (some sharing a key) and their
+gradients, sent back in random order as the forwards come out, more messages than cache entries.
+Forward, backward and GRADS (tag and payload) outputs must equal the numpy kernel's
+(``LinearKernel``, ``NumericConfig('fixed')``, backwards replayed in the order the RTL took them,
+dumps packed with ``placement.pack_params`` as ``host.cpu.CpuDevice`` does), one output per input
+(conservation). Half the values span the whole 16-bit range, so forward and backward saturate.
+
+Timing (no stalls): per node and rows, the cycles per WEIGHTS, forward and backward message
+(GRADS dumps amortised) must be within 15% of ``amp_hls.cycles.linear``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from amp_hls.codegen.hls import HlsOptions
+from amp_hls.codegen.rtl import HARNESS, generate_rtl
+from amp_hls.cycles import message_cycles
+from amp_hls.ir import Graph
+from amp_hls.kernels import LinearKernel
+from amp_hls.message import Direction, Message, Tag
+from amp_hls.models.mlp import ENTRIES
+from amp_hls.numerics import NumericConfig, SaturationCounter
+from amp_hls.placement import pack_params, unpack_params
+from amp_hls.wire import ChannelMap, ChannelSpec, Kind, Shape, WireMessage, encode_beats
+
+runner = pytest.importorskip("sim.runner")
+pytestmark = pytest.mark.skipif(not runner.available(), reason="needs cocotb, cocotbext-axi, verilator")
+
+FIXED = NumericConfig("fixed")
+MAX_ROWS, SLOTS, MUF = 3, 4, 2
+NODES = ("fa", "fb", "fc", "fd")
+MLP = ("fe", "ff")
+OPTIONS = HlsOptions(numerics=FIXED, cache_slots=SLOTS, muf=MUF)
+
+
+def _graph() -> Graph:
+    g = Graph("rtl_linear")
+    h = g.source("x", width=10, max_rows=MAX_ROWS)
+    h = g.linear(h, 5, name="fa", parallelism=1)
+    h = g.linear(h, 11, bias=False, name="fb", parallelism=4)
+    h = g.linear(h, 8, name="fc", parallelism=8)
+    h = g.linear(h, 3, name="fd", parallelism=3)
+    g.loss(h, g.source("t", width=3, max_rows=MAX_ROWS), "mse")
+    # the MLP's layers (models.mlp, 64 -> 32 -> 10, rows = 1), MACs shared out by work
+    h = g.linear(g.source("x2", width=64), 32, name="fe", parallelism=8)
+    h = g.linear(h, 10, name="ff", parallelism=1)
+    g.loss(h, g.source("t2", width=10), "mse")
+    return g
+
+
+@pytest.fixture(scope="session")
+def harness(tmp_path_factory: pytest.TempPathFactory) -> tuple[Graph, Path]:
+    """The graph and the one Verilator build of its Linear kernels."""
+    g = _graph()
+    root = tmp_path_factory.mktemp("rtl_linear")
+    files = generate_rtl(g, [*NODES, *MLP], root / "src", OPTIONS)
+    return g, runner.build(files.sources, HARNESS, root / "cache")
+
+
+def _values(rng: np.random.Generator, shape: tuple[int, ...], small: int) -> list[list[int]]:
+    """Half the elements within +-``small``, half over the whole 16-bit range (they saturate)."""
+    wide = rng.integers(-(2**15), 2**15, shape)
+    return np.where(rng.random(shape) < 0.5, rng.integers(-small, small, shape), wide).tolist()
+
+
+def _tags(rng: np.random.Generator, n: int) -> list[Tag]:
+    """Distinct tags, several sharing a key so the cache must compare state words too."""
+    tags: list[Tag] = []
+    while len(tags) < n:
+        key = int(rng.integers(0, 2**32))
+        for state in [(), (int(rng.integers(0, 2**16)),), (7, 0, 65535, 1)][: int(rng.integers(1, 4))]:
+            tags.append(Tag(key, state))
+    return tags[:n]
+
+
+def _phase(rng: np.random.Generator, node, version: int, n: int, rows: int | None = None) -> dict:  # type: ignore[no-untyped-def]
+    """A WEIGHTS message then ``n`` forwards and their gradients (``rows`` None: random rows)."""
+    pw = node.in_features + int(node.bias)
+    fwd = []
+    for t in _tags(rng, n):
+        r = rows or int(rng.integers(1, MAX_ROWS + 1))
+        fwd.append({"key": t.key, "state": list(t.state), "payload": _values(rng, (r, node.in_features), 2**10)})
+    grads = [dict(d, payload=_values(rng, (len(d["payload"]), node.out_features), 2**12)) for d in fwd]
+    weights = {"key": version, "state": [], "payload": _values(rng, (node.out_features, pw), 2**12)}
+    return {"weights": weights, "fwd": fwd, "grads": grads}
+
+
+def _run(harness: tuple[Graph, Path], tmp_path: Path, name: str, phases: list[dict], timing: bool,
+         expect_error: bool = False) -> dict:
+    g, build_dir = harness
+    node = g.nodes[name]
+    stim = {"prefix": f"{name}_", "seed": sum(map(ord, name)), "stall": 0.0 if timing else 0.3,
+            "timing": timing, "muf": MUF, "max_rows": g.input_spec(name, 0).max_rows, "in_width": node.in_features,
+            "out_width": node.out_features, "params_width": node.in_features + int(node.bias),
+            "phases": phases, "expect_error": int(expect_error)}
+    (tmp_path / "stim.json").write_text(json.dumps(stim))
+    env = {"AMP_SIM_STIMULUS": str(tmp_path / "stim.json"), "AMP_SIM_RESULT": str(tmp_path / "result.json")}
+    runner.run(build_dir, HARNESS, "sim.linear_tb", tmp_path / "run", env)
+    return json.loads((tmp_path / "result.json").read_text())
+
+
+def _tag(doc: dict) -> Tag:
+    return Tag(doc["key"], tuple(doc["state"]))
+
+
+def _golden(g: Graph, name: str, phases: list[dict], result: dict, counter: SaturationCounter) -> tuple:
+    """What the numpy kernel sends: forward and backward payloads by tag per phase, and the
+    GRADS dumps as (key, state, rows), backwards taken in the order the RTL took them."""
+    node = g.nodes[name]
+    kernel = LinearKernel(node, g, FIXED, counter)
+    fwd, bwd, dumps = [], [], []
+    for phase, got in zip(phases, result["phases"]):
+        w = phase["weights"]
+        kernel.load_quantized(unpack_params(node, np.array(w["payload"], dtype=np.int64)), version=w["key"])
+        want_fwd, want_bwd = {}, {}
+        for d in phase["fwd"]:
+            ((_, y),) = kernel.forward(0, [Message(_tag(d), Direction.FWD, np.array(d["payload"]))])
+            want_fwd[y.tag] = y.payload.tolist()
+        grads = {_tag(d): d for d in phase["grads"]}
+        for t in map(_tag, got["order"]):
+            ((_, dx),) = kernel.backward(0, [Message(t, Direction.BWD, np.array(grads[t]["payload"]))])
+            want_bwd[t] = dx.payload.tolist()
+            if kernel.n_grads >= MUF:  # as host.cpu.CpuDevice dumps
+                dumps.append((len(dumps), [kernel.version & 0xFFFF], pack_params(node, kernel.grads).tolist()))
+                kernel.zero_grads()
+        fwd.append(want_fwd)
+        bwd.append(want_bwd)
+    assert kernel.pending() == 0
+    return fwd, bwd, dumps
+
+
+@pytest.mark.parametrize("name", NODES)
+def test_linear_bit_exact(name: str, harness: tuple[Graph, Path], tmp_path: Path) -> None:
+    g, _ = harness
+    node = g.nodes[name]
+    rng = np.random.default_rng(sum(map(ord, name)))
+    phases = [_phase(rng, node, 5, 10), _phase(rng, node, 70000, 6)]  # versions beyond 16 bits wrap
+    result = _run(harness, tmp_path, name, phases, timing=False)
+    counter = SaturationCounter()
+    want_fwd, want_bwd, want_dumps = _golden(g, name, phases, result, counter)
+
+    for i, (phase, got) in enumerate(zip(phases, result["phases"])):
+        for what, want in (("fwd", want_fwd[i]), ("bwd", want_bwd[i])):
+            out = {_tag(m): m["payload"] for m in got[what]}
+            assert len(got[what]) == len(phase["fwd"]) and out.keys() == want.keys(), f"{what}: lost or duplicated"
+            for tag, payload in want.items():
+                assert out[tag] == payload, f"{name} phase {i} {what} {tag}: RTL {out[tag]} != numpy {payload}"
+        assert [m["key"] for m in got["fwd"]] == [d["key"] for d in phase["fwd"]], "forward order changed"
+    got_dumps = [(d["key"], d["state"], d["payload"]) for d in result["dumps"]]
+    assert len(got_dumps) == len(want_dumps) == 8
+    for got_d, want_d in zip(got_dumps, want_dumps):
+        assert got_d == want_d, f"{name} GRADS dump {want_d[0]}: RTL {got_d} != numpy {want_d}"
+    sites = counter.as_dict()
+    assert sites.get(f"{name}.fwd") and sites.get(f"{name}.bwd"), f"no saturation exercised: {sites}"
+
+
+def test_linear_drops_bad_messages(harness: tuple[Graph, Path], tmp_path: Path) -> None:
+    """A gradient for a tag never seen, a WEIGHTS message with too few rows and a forward with too
+    many set amp_error and are dropped whole: no output for them, the weights and their version
+    unchanged, and the messages after them bit-exact."""
+    g, _ = harness
+    name = "fd"
+    node = g.nodes[name]
+    rng = np.random.default_rng(3)
+    phase = _phase(rng, node, 21, 4)
+    pw, width = node.in_features + int(node.bias), node.out_features
+    loose = ChannelMap([ChannelSpec(0, "any", {Kind.DATA: Shape(node.in_features, 8), Kind.WEIGHTS: Shape(pw, 8)}),
+                        ChannelSpec(1, "dy", {Kind.DATA: Shape(width, 8)})])
+    bad = [
+        ("out0_grad", WireMessage(1, Kind.DATA, Direction.BWD, Tag(123, (4,)), np.ones((1, width), np.int64))),
+        ("params", WireMessage(0, Kind.WEIGHTS, Direction.FWD, Tag(99, ()), np.ones((width - 1, pw), np.int64))),
+        ("in0", WireMessage(0, Kind.DATA, Direction.FWD, Tag(5, ()), np.ones((MAX_ROWS + 1, node.in_features), np.int64))),
+    ]
+    phase["bad"] = [{"stream": s, "beats": [int(b) for b in encode_beats(m, loose)[0]]} for s, m in bad]
+    result = _run(harness, tmp_path, name, [phase], timing=False, expect_error=True)
+    want_fwd, want_bwd, want_dumps = _golden(g, name, [phase], result, SaturationCounter())
+    for what, want in (("fwd", want_fwd[0]), ("bwd", want_bwd[0])):
+        assert {_tag(m): m["payload"] for m in result["phases"][0][what]} == want, what
+    assert [(d["key"], d["state"], d["payload"]) for d in result["dumps"]] == want_dumps
+    assert want_dumps and want_dumps[0][1] == [21]
+
+
+def _measured(result: dict, muf: int) -> list[dict[str, float]]:
+    """Cycles per message by port, per phase, from the first/last beat events of a timing run."""
+    events = result["events"]
+    loads = [c for c, s, e in events if s == "params" and e == "first"]
+    out = []
+    for i, start in enumerate(loads):
+        stop = loads[i + 1] if i + 1 < len(loads) else float("inf")
+        ev = [(c, s, e) for c, s, e in events if start <= c < stop]
+
+        def first(stream: str, ev: list = ev) -> int:
+            return min(c for c, s, e in ev if s == stream and e == "first")
+
+        def last(*streams: str, ev: list = ev) -> int:
+            return max(c for c, s, e in ev if s in streams and e == "last")
+
+        n = sum(1 for _, s, e in ev if s == "in0" and e == "first")
+        assert n % muf == 0
+        dumps = [[c for c, s, e in ev if s == "grads" and e == edge] for edge in ("first", "last")]
+        out.append({
+            "dump": sum(b + 1 - a for a, b in zip(*dumps)) / len(dumps[0]),
+            "params": first("in0") - start,
+            "in0": (last("out0") + 1 - first("in0")) / n,
+            "out0_grad": (last("in0_grad", "grads") + 1 - first("out0_grad")) / n,
+        })
+    return out
+
+
+def _timed(harness: tuple[Graph, Path], tmp_path: Path, name: str) -> dict[int, dict[str, float]]:
+    """Measured cycles per message by rows and port; each within 15% of the cycle model."""
+    g, _ = harness
+    node = g.nodes[name]
+    rng = np.random.default_rng(1)
+    row_counts = sorted({1, g.input_spec(name, 0).max_rows})
+    phases = [_phase(rng, node, v, SLOTS, rows) for v, rows in enumerate(row_counts)]
+    result = _run(harness, tmp_path, name, phases, timing=True)
+    out = {}
+    for rows, measured in zip(row_counts, _measured(result, MUF)):
+        ideal = rows * node.in_features * node.out_features / node.parallelism
+        for port, cycles in measured.items():
+            if port == "dump":
+                continue
+            model = message_cycles(g, name, OPTIONS, port, rows)
+            print(f"{name} P={node.parallelism} rows={rows} {port}: measured {cycles:.1f}, model {model}, "
+                  f"ideal {ideal if port == 'in0' else 2 * ideal if port == 'out0_grad' else '-'}")
+            assert abs(model - cycles) <= 0.15 * cycles, f"{name} {port} rows={rows}: model {model}, measured {cycles}"
+        out[rows] = measured
+    return out
+
+
+@pytest.mark.parametrize("name", NODES)
+def test_linear_cycles(name: str, harness: tuple[Graph, Path], tmp_path: Path) -> None:
+    _timed(harness, tmp_path, name)
+
+
+def test_mlp_layers_reach_half_the_dsp_peak(harness: tuple[Graph, Path], tmp_path: Path) -> None:
+    """The MLP's two layers as kernels side by side: an instance (one forward and one backward
+    through each, a GRADS dump every ``muf`` of the model zoo's MLP) takes as long as the slower
+    kernel; the MACs it needs over what the instantiated multipliers could do in that time must
+    reach 50%. The harness dumps every MUF: the measured dump is shared out over the MLP's muf."""
+    g, _ = harness
+    muf = next(e for e in ENTRIES if e.name == "mlp").defaults["muf"]
+    cycles = {}
+    for n in MLP:
+        (tmp_path / n).mkdir()
+        m = _timed(harness, tmp_path / n, n)[1]
+        cycles[n] = m["in0"] + m["out0_grad"] - m["dump"] / MUF + m["dump"] / muf
+    macs = sum(3 * g.nodes[n].in_features * g.nodes[n].out_features for n in MLP)
+    efficiency = macs / (sum(g.nodes[n].parallelism for n in MLP) * max(cycles.values()))
+    print(f"mlp layers: cycles per instance {cycles}, {efficiency:.0%} of the DSP-bound peak")
+    assert efficiency >= 0.5
