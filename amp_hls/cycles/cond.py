@@ -1,0 +1,16 @@
+"""Cycle model of the cond kernel (``templates/rtl/kernels/cond.sv.j2``): the pass-through
+skeleton of isu (``cycles.isu``); the predicate is combinational, so every port costs the same."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..ir import EdgeSpec, Node
+from .isu import pass_through_cycles
+
+
+def message_cycles(
+    node: Node, in_specs: Sequence[EdgeSpec], out_specs: Sequence[EdgeSpec], options: object, port: str, rows: int
+) -> int:
+    """Cycles from accepting one ``rows``-row message on ``port`` to accepting the next."""
+    return pass_through_cycles(node, in_specs, port, rows)
