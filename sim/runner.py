@@ -101,16 +101,17 @@ def run(
     """Run the cocotb tests of ``test_module`` on a cached build; raises if any test fails.
 
     The simulator's embedded Python must import this repository and ``test_module``, so both go
-    on its PYTHONPATH (the runner passes ``sys.path`` through).
+    on its PYTHONPATH (the runner passes ``sys.path`` through). ``runner.test`` returns normally
+    when a cocotb test fails or times out, so the results file is read here.
     """
-    from cocotb_tools.runner import get_runner
+    from cocotb_tools.runner import get_results, get_runner
 
     _use_wheel()
     root = str(Path(__file__).resolve().parent.parent)
     if root not in sys.path:
         sys.path.insert(0, root)
     runner = get_runner("verilator")
-    return runner.test(
+    results = runner.test(
         test_module=test_module,
         hdl_toplevel=toplevel,
         hdl_toplevel_lang="verilog",
@@ -120,3 +121,11 @@ def run(
         seed=seed,
         timescale=("1ns", "1ps"),
     )
+    tests, failed = get_results(Path(results))
+    if tests == 0 or failed:
+        raise RtlTestFailure(f"{test_module} on {toplevel}: {failed} of {tests} cocotb tests failed (see {results})")
+    return Path(results)
+
+
+class RtlTestFailure(AssertionError):
+    """A cocotb test failed (or none ran): an assertion, a timeout, or a simulator crash."""
