@@ -3,9 +3,11 @@
 ``generate_project(graph, out_dir, board)`` writes everything ``generate_hls`` writes, then
 ``hls.tcl`` (every kernel top synthesised and exported as an IP core), ``vivado.tcl`` (PS, AXI DMA,
 one IP per kernel, one AXI-stream FIFO per stream, bitstream, ``<name>.bit`` + ``<name>.hwh``),
-``Makefile`` and ``README.md`` from ``templates/project/``. The block design's streams come from
-``hls.wiring`` -- the same description the C simulation driver is generated from -- so the two
-cannot disagree. Every value that reaches tcl or make is a validated identifier or a number.
+``Makefile`` and ``README.md`` from ``templates/project/``, and ``rtl/`` (``amp_top`` and its
+sources, ``codegen.rtl.generate_design``) when every device node kind has an RTL kernel.
+The block design's streams come from ``hls.wiring`` -- the same description the C simulation
+driver is generated from -- so the two cannot disagree. Every value that reaches tcl or make is
+a validated identifier or a number.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ..placement import place
 from .boards import Board, load_board
 from .hls import HlsOptions, HlsProject, generate_hls, wiring
 from .jinja import environment
+from .rtl import TOP, generate_design, missing_kinds
 
 # The IP cores hls.tcl exports and vivado.tcl instantiates: vendor:library:<top>:version.
 IP = {"vendor": "amphls", "library": "hls", "version": "1.0", "solution": "sol"}
@@ -30,6 +33,7 @@ DMA_CELL = "dma"  # the AXI DMA's block-design instance (vivado.tcl), an attribu
 FIFO_MIN, FIFO_MAX = 16, 4096  # axis_data_fifo depths: powers of two
 BOUNDARY_SOURCE = "kernels/boundary.cpp"
 PROJECT_FILES = ("hls.tcl", "vivado.tcl", "Makefile", "README.md")
+RTL_DIR = "rtl"  # amp_top and its sources (codegen.rtl), when every device kind has RTL
 
 
 @dataclass(frozen=True)
@@ -103,8 +107,22 @@ def generate_project(
          "max_message_beats": s["beats"], "fifo_depth": s["depth"]}
         for s in streams
     ]
+    manifest["rtl"] = write_rtl(graph, hls.root, hls.options)
     manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
     return BoardProject(hls, board, name)
+
+
+def write_rtl(graph: GraphCore, root: Path, options: HlsOptions) -> dict[str, Any]:
+    """``root/rtl/*.sv`` and the manifest's ``rtl`` entry (top, sources in compile order) when
+    every device node kind has an RTL kernel; otherwise no RTL at all (a previous generation's
+    included) and an entry naming the kinds that lack one."""
+    rtl_dir = root / RTL_DIR
+    for old in rtl_dir.glob("*.sv"):
+        old.unlink()
+    missing = missing_kinds(graph)
+    if missing:
+        return {"missing_kinds": list(missing)}
+    return {"top": TOP, "sources": [p.name for p in generate_design(graph, rtl_dir, options)]}
 
 
 def open_project(root: str | Path) -> HlsProject:

@@ -1,4 +1,5 @@
-"""IR -> RTL: the SystemVerilog package, kernel modules, the boundary, a simulation harness.
+"""IR -> RTL: the SystemVerilog package, kernel modules, the boundary, a simulation harness,
+and the connected top ``amp_top`` (``generate_design``: boundary, kernels, one FIFO per stream).
 
 Like the C++ headers (``codegen.headers``), nothing here is typed by hand: the package
 ``amp_pkg`` takes every wire constant from ``amp_hls.wire.wire_constants``, the precisions and
@@ -22,6 +23,7 @@ from ..errors import AmpHlsError
 from ..ir import GraphCore
 from ..numerics import ACC_BITS, ACC_MAX, ACC_MIN, LUT_KINDS, NumericConfig, activation_table
 from ..placement import place
+from ..resources import hw_dir, templates_dir
 from ..wire import (
     HEADER_FIELDS,
     STATE_WORD_BITS,
@@ -31,12 +33,15 @@ from ..wire import (
     elements_per_beat,
     wire_constants,
 )
-from .hls import HlsOptions, kernel_ports, port_reads, wiring
-from ..resources import templates_dir
+from .hls import HlsOptions, StreamLink, kernel_ports, port_reads, wiring
 from .jinja import environment
 
 PACKAGE_FILE = "amp_pkg.sv"
 HARNESS = "amp_harness"
+TOP = "amp_top"  # the connected design: boundary, kernels and one FIFO per stream
+FIFO_FILE = "amp_fifo.sv"  # hand-written, in hw/rtl
+BOUNDARY_FILE = "boundary.sv"
+SMALL_FIFO = 16  # beats of a FIFO whose depth no progress depends on (see fifo_address_bits)
 KERNEL_TEMPLATES = "rtl/kernels"  # one <kind>.sv.j2 per node kind with an RTL kernel
 
 
@@ -175,8 +180,84 @@ def generate_rtl(
         path = root / f"k_{name}.sv"
         path.write_text(render_kernel(graph, name, options))
         kernels[name] = path
-    boundary = root / "boundary.sv"
+    boundary = root / BOUNDARY_FILE
     boundary.write_text(render_boundary(graph))
     harness = root / f"{HARNESS}.sv"
     harness.write_text(render_harness(graph, nodes))
     return RtlFiles(package, kernels, boundary, harness)
+
+
+def missing_kinds(graph: GraphCore) -> tuple[str, ...]:
+    """The kinds of ``graph``'s device nodes that have no RTL kernel yet (empty: ``amp_top``
+    can be generated)."""
+    kinds = {graph.nodes[n].kind for n in place(graph).device_nodes}
+    return tuple(sorted(kinds - set(rtl_kinds())))
+
+
+def fifo_address_bits(link: StreamLink, options: HlsOptions) -> int:
+    """Address bits of ``link``'s FIFO (``2**bits`` beats).
+
+    A DATA stream between kernels, or from the demux, holds ``cache_slots`` whole messages: as
+    many as can be on it at once when ``cache_slots`` covers mak times the messages one instance
+    leaves at a node (the sizing rule), so no writer ever waits for room -- the unbounded streams
+    of the C simulation, and its freedom from deadlock, loops included. A stream into the mux
+    drains whenever the host reads host_out, and a WEIGHTS stream's reader never waits for
+    anything but room it always gets: progress does not depend on their depth, and
+    ``SMALL_FIFO`` beats only decouple writer and reader (docs/architecture.md, RTL)."""
+    if link.dst.top == "k_mux" or link.kind is not Kind.DATA:
+        return _bits(SMALL_FIFO)
+    return _bits(options.cache_slots * link.max_message_beats)
+
+
+def render_top(graph: GraphCore, options: HlsOptions | None = None) -> str:
+    """``amp_top``: ``k_demux``, ``k_mux`` and every device node's kernel, each stream of
+    ``hls.wiring`` through its own ``amp_fifo``."""
+    options = options or HlsOptions()
+    placement = place(graph)
+    wires = wiring(graph, placement)
+    links = [
+        dict(name=link.name, src=str(link.src), dst=str(link.dst), kind=link.kind.name,
+             beats=link.max_message_beats, aw=fifo_address_bits(link, options))
+        for link in wires.streams
+    ]
+    kernels = []
+    for name in placement.device_nodes:
+        ports = kernel_ports(graph.nodes[name])
+        kernels.append(dict(node=name, module=f"k_{name}", ports=[
+            dict(port=p, stream=s, side="r" if port_reads(p) else "w")
+            for p, s in zip(ports, wires.kernel_streams[name], strict=True)
+        ]))
+    return environment().get_template("rtl/top.sv.j2").render(
+        module=TOP,
+        graph_name=graph.name,
+        links=links,
+        kernels=kernels,
+        demux_streams=[r["stream"] for r in wires.demux_routes],
+        mux_streams=[r["stream"] for r in wires.mux_routes],
+        errors=["demux", *placement.device_nodes],
+    )
+
+
+def generate_design(graph: GraphCore, out_dir: str | Path, options: HlsOptions | None = None) -> list[Path]:
+    """Write the whole device design of ``graph`` into ``out_dir``: ``amp_pkg.sv``, ``amp_fifo.sv``,
+    ``k_<node>.sv`` per device node, ``boundary.sv`` and ``amp_top.sv``; the files in compile
+    order. A device node kind with no RTL kernel is an AmpHlsError raised before anything is
+    written."""
+    options = options or HlsOptions()
+    missing = missing_kinds(graph)
+    if missing:
+        raise AmpHlsError(f"graph {graph.name!r}: no RTL kernel for node kind(s) {', '.join(missing)}")
+    placement = place(graph)
+    texts = {PACKAGE_FILE: render_package(options.numerics),
+             FIFO_FILE: (hw_dir() / "rtl" / FIFO_FILE).read_text()}
+    for name in placement.device_nodes:
+        texts[f"k_{name}.sv"] = render_kernel(graph, name, options)
+    texts[BOUNDARY_FILE] = render_boundary(graph)
+    texts[f"{TOP}.sv"] = render_top(graph, options)
+    root = Path(out_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for filename, text in texts.items():
+        (root / filename).write_text(text)
+        paths.append(root / filename)
+    return paths
