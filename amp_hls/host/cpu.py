@@ -85,7 +85,9 @@ class CpuDevice(Device):
         return out
 
     def reset(self) -> None:
-        weights = {n: dict(k.qparams) for n, k in self.engine.kernels.items() if isinstance(k, ParamKernel)}
+        # the weights survive a reset, and with them the version they were loaded as (as in
+        # the C++ and RTL kernels, whose reset clears caches and accumulators only)
+        weights = {n: (dict(k.qparams), k.version) for n, k in self.engine.kernels.items() if isinstance(k, ParamKernel)}
         self._build()
-        for name, q in weights.items():
-            self.engine.kernels[name].load_quantized(q)  # type: ignore[attr-defined]
+        for name, (q, version) in weights.items():
+            self.engine.kernels[name].load_quantized(q, version=version)  # type: ignore[attr-defined]

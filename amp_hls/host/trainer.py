@@ -30,7 +30,7 @@ from .device import Device, DeviceError
 from .runner import HostRunner
 from .server import ParameterServer
 
-BACKENDS = ("numpy-device", "csim", "pynq")
+BACKENDS = ("numpy-device", "csim", "rtlsim", "pynq")
 
 
 def make_device(
@@ -48,6 +48,12 @@ def make_device(
         root = project_dir if project_dir is not None else Path("build") / f"{graph.name}_hls"
         project = generate_hls(graph, root, HlsOptions(numerics=numerics, muf=muf, cache_slots=cache_slots))
         return CsimDevice(project)
+    if backend == "rtlsim":
+        from ..codegen.hls import HlsOptions
+        from .rtlsim import RtlsimDevice
+
+        root = project_dir if project_dir is not None else Path("build") / f"{graph.name}_rtl"
+        return RtlsimDevice.generate(graph, root, HlsOptions(numerics=numerics, muf=muf, cache_slots=cache_slots))
     if backend == "pynq":
         from .pynq import PynqDevice
 

