@@ -52,6 +52,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    import json
     import time
 
     from .codegen.boards import load_board
@@ -67,6 +68,18 @@ def cmd_generate(args: argparse.Namespace) -> int:
     print(f"wrote {project.root}: {n} kernels + boundary for {board.name} ({board.part}) "
           f"in {time.perf_counter() - start:.2f} s")
     print(f"  make -C {project.root} csim | ip | bitstream   -> {project.name}.bit + {project.name}.hwh")
+    rtl = json.loads((project.root / "manifest.json").read_text())["rtl"]
+    print(f"  rtl: {project.root}/rtl ({rtl['top']}); amp-hls testbench {project.root}" if "top" in rtl else
+          f"  rtl: none yet, no RTL kernel for node kind(s) {', '.join(rtl['missing_kinds'])}")
+    return 0
+
+
+def cmd_testbench(args: argparse.Namespace) -> int:
+    from .codegen.testbench import write_testbench
+
+    files = write_testbench(args.project, instances=args.instances, mak=args.mak, seed=args.seed)
+    print(f"wrote {', '.join(str(f) for f in files)}")
+    print(f"  pytest {Path(args.project) / 'tb'}   (Verilator + cocotb: amp_top against the numpy device model)")
     return 0
 
 
@@ -84,6 +97,35 @@ def cmd_csim(args: argparse.Namespace) -> int:
     print(f"built {library}")
     print(f"loaded: {len(project.placement.device_nodes)} kernels, {len(project.placement.channels)} "
           "channels; reset and idle: ok")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .cycles import report as rep
+
+    report = rep.project_report(args.project, args.board, args.instances, args.seed)
+    print(rep.format_report(report))
+    if args.no_measure:
+        return 0
+    why = rep.rtlsim_unavailable(args.project)
+    if why is None:
+        print(f"measuring: {args.instances} instances through the RTL simulation (builds it once) ...", flush=True)
+    measured = why or rep.measure_project(args.project, args.instances, args.seed)  # a failure exits 2, with its cause
+    print(rep.format_measured(report, measured))
+    return 0
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    from .codegen.estimate import estimate, family, format_fit, misfits, project_rtl, resolve_board
+
+    sources, top, generated_for = project_rtl(args.project)
+    board = resolve_board(args.board or generated_for or "pynq-z2")
+    est = estimate(sources, top, family(board), timeout=args.timeout)
+    print(format_fit(est, board))
+    over = misfits(est, board)
+    if over:
+        print(f"amp-hls: error: {top} does not fit {board.name}: {'; '.join(over)}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -126,6 +168,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("project", help="directory written by `amp-hls generate`")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the idle check")
     p.set_defaults(func=cmd_csim)
+
+    p = sub.add_parser("testbench", help="write a cocotb testbench of a generated project's RTL (pytest DIR/tb)")
+    p.add_argument("project", help="directory written by `amp-hls generate`")
+    p.add_argument("--instances", type=int, default=8, help="instances per run (default 8)")
+    p.add_argument("--mak", type=int, nargs="+", default=[1, 3],
+                   help="instances in flight, one run each (default 1 3); mak x messages one instance "
+                   "leaves at a node must not exceed the project's --cache-slots")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_testbench)
+
+    p = sub.add_parser("report", help="cycles per instance per device kernel, bottleneck, DSP-bound peak")
+    p.add_argument("project", help="directory written by `amp-hls generate`")
+    p.add_argument("--board", help="clock from this board (default: the project's board)")
+    p.add_argument("--instances", type=int, default=16, help="sample instances to count (default 16)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-measure", action="store_true",
+                   help="skip the RTL simulation of the same instances (a Verilator build)")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("estimate", help="Yosys resource estimate of a project's RTL against a board")
+    p.add_argument("project", help="directory written by `amp-hls generate` (with rtl/)")
+    p.add_argument("--board", help="board name or board .json (default: the project's board)")
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds Yosys may take (default 3600)")
+    p.set_defaults(func=cmd_estimate)
 
     p = sub.add_parser("demo", help="build the example models and push instances through them")
     p.add_argument("--instances", type=int, default=8, help="instances per model (default 8)")

@@ -1,0 +1,30 @@
+"""Cycle model of the activation kernel (``templates/rtl/kernels/activation.sv.j2``).
+
+The kernel serves one message at a time through its state machine: a cycle in ``S_IDLE`` to pick
+the port, one each to take the header and the state beat, one to look the tag up in the cache,
+one each to send the output header and state beat, then one payload beat in and out per cycle.
+Forward (``in0``) and backward (``out0_grad``) messages take the same path, so the interval
+between accepting two back-to-back messages is ``CONTROL_CYCLES`` plus the payload beats.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..errors import AmpHlsError
+from ..ir import EdgeSpec, Node
+from ..wire import Kind, beats_per_row
+
+CONTROL_CYCLES = 6  # S_IDLE, S_HDR, S_STATE, S_LOOK, S_OHDR, S_OSTATE
+PORTS = ("in0", "out0_grad")
+
+
+def message_cycles(
+    node: Node, in_specs: Sequence[EdgeSpec], out_specs: Sequence[EdgeSpec], options: object, port: str, rows: int
+) -> int:
+    """Cycles from accepting one ``rows``-row message on ``port`` to accepting the next."""
+    if port not in PORTS:
+        raise AmpHlsError(f"activation node '{node.name}' has no input port {port!r} (it reads {PORTS})")
+    if rows < 1:
+        raise AmpHlsError(f"activation node '{node.name}': a message has at least one row, not {rows}")
+    return CONTROL_CYCLES + rows * beats_per_row(Kind.DATA, in_specs[0].width)

