@@ -5,7 +5,10 @@
 2. train ``list-rnn`` asynchronously on the CPU runtime to its target and print the run summary;
 3. generate the hardware project of ``list-rnn`` for a PYNQ-Z2, build its C simulation with g++
    and check it bit for bit against the numpy device model;
-4. train ``mlp`` with its device nodes on the C simulation and the host as parameter server.
+4. train ``mlp`` with its device nodes on the C simulation and the host as parameter server;
+5. train ``mlp`` briefly on the RTL (its generated ``amp_top`` under Verilator) and on the C
+   simulation with the same schedule, and check the two runs are identical;
+6. print the cycle report of that design: the model's cycles per node next to the RTL's.
 """
 
 from __future__ import annotations
@@ -31,8 +34,44 @@ def run_demo(n_instances: int = 8, seed: int = 0, out: Path = Path("build/demo")
     print("== hardware: generate list-rnn for pynq-z2, C simulation against the numpy device model")
     status = status or check_csim("list-rnn", out / "list_rnn_pynq_z2", n_instances, seed)
     print("== training mlp with its device nodes on the C simulation (fixed point)")
-    return status or main(["train", "mlp", "--backend", "csim", "--numerics", "fixed", "--epochs", "5",
-                           "--no-target", "--quiet", "--project", str(out / "mlp_csim")])
+    status = status or main(["train", "mlp", "--backend", "csim", "--numerics", "fixed", "--epochs", "5",
+                             "--no-target", "--quiet", "--project", str(out / "mlp_csim")])
+    print("== the RTL: a short mlp run on amp_top under Verilator (rtlsim) and on the C simulation")
+    status = status or check_rtlsim(out / "mlp_rtl", seed)
+    print("== cycle report of that design: the cycle model next to the RTL simulation")
+    return status or main(["report", str(out / "mlp_rtl" / "rtlsim"), "--board", "pynq-z2", "--instances", "16"])
+
+
+def check_rtlsim(root: Path, seed: int, examples: int = 64, epochs: int = 2) -> int:
+    """Train ``mlp`` on a few examples with one instance in flight (mak 1: one schedule) on the
+    C simulation and on the RTL simulation; say whether losses and weights are identical."""
+    from .datasets import Splits
+    from .host.rtlsim import RtlsimDevice
+    from .host.trainer import DeviceTrainer
+    from .runtime.optim import OptimizerConfig
+    from .runtime.trainer import TrainConfig
+
+    entry = MODELS["mlp"]
+    full = entry.data(seed)
+    splits = Splits(full.name, full.train[:examples], full.val[:examples], full.test[:examples])
+    config = TrainConfig(mak=1, muf=4, epochs=epochs, seed=seed, numerics="fixed",
+                         optimizer=OptimizerConfig("adam", lr=3e-3))
+    runs = {}
+    for backend in ("csim", "rtlsim"):
+        trainer = DeviceTrainer(entry, config, backend, splits=splits, project_dir=root / backend)
+        losses = [trainer.train_epoch()[0] for _ in range(epochs)]
+        runs[backend] = (losses, trainer.server.params())
+        if isinstance(trainer.device, RtlsimDevice):
+            device = trainer.device
+            print(f"  rtlsim: {device.cycles:,} clock cycles, {device.cycles / max(device.sim_cpu_s, 1e-9):,.0f} "
+                  "per CPU second")
+        trainer.device.close()
+    (losses, params), (want_losses, want_params) = runs["rtlsim"], runs["csim"]
+    same = losses == want_losses and all(
+        np.array_equal(params[n][t], want_params[n][t]) for n in want_params for t in want_params[n])
+    print(f"  loss per epoch {', '.join(f'{v:.4f}' for v in losses)}; RTL and C simulation "
+          f"{'identical (losses and weights)' if same else 'DIFFER'}")
+    return 0 if same and losses[-1] < losses[0] else 1
 
 
 def check_csim(model: str, root: Path, n_instances: int, seed: int) -> int:
