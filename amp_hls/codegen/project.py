@@ -125,6 +125,27 @@ def write_rtl(graph: GraphCore, root: Path, options: HlsOptions) -> dict[str, An
     return {"top": TOP, "sources": [p.name for p in generate_design(graph, rtl_dir, options)]}
 
 
+def project_rtl(root: str | Path) -> tuple[list[Path], str, str | None]:
+    """A generated project's RTL: the sources in compile order, the top, and the board it was
+    generated for (None for a project without one); AmpHlsError when it holds no RTL."""
+    root = Path(root)
+    try:
+        manifest = json.loads((root / "manifest.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise AmpHlsError(f"{root} is not an amp-hls project (manifest.json: {exc})") from None
+    rtl = manifest.get("rtl") if isinstance(manifest, dict) else None
+    if isinstance(rtl, dict) and rtl.get("missing_kinds"):
+        raise AmpHlsError(f"the project in {root} has no RTL: no RTL kernel for node kind(s) "
+                          f"{', '.join(map(str, rtl['missing_kinds']))}")
+    if not isinstance(rtl, dict) or not isinstance(rtl.get("top"), str) or not isinstance(rtl.get("sources"), list) \
+            or not rtl["sources"]:
+        raise AmpHlsError(f"{root}/manifest.json lists no RTL (an \"rtl\" entry with top and sources): "
+                          "regenerate the project with an amp-hls that writes RTL")
+    board = manifest.get("board")
+    return [root / RTL_DIR / str(s) for s in rtl["sources"]], rtl["top"], \
+        board.get("name") if isinstance(board, dict) else None
+
+
 def open_project(root: str | Path) -> HlsProject:
     """The HLS project a previous ``generate_hls``/``generate_project`` wrote into ``root``."""
     root = Path(root)

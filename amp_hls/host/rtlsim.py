@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..codegen.hls import HlsOptions, generate_hls
-from ..codegen.project import write_rtl
+from ..codegen.project import project_rtl, write_rtl
 from ..codegen.rtl import missing_kinds
 from ..errors import AmpHlsError
 from ..ir import GraphCore, load
@@ -157,22 +157,6 @@ def _load(path: Path) -> ctypes.CDLL:
     return lib
 
 
-def project_rtl(root: Path) -> tuple[str, list[Path]]:
-    """The top and the sources (in compile order) the manifest of the project in ``root`` lists."""
-    try:
-        manifest = json.loads((root / "manifest.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise AmpHlsError(f"{root} is not an amp-hls project (manifest.json: {exc})") from None
-    rtl = manifest.get("rtl") if isinstance(manifest, dict) else None
-    if isinstance(rtl, dict) and rtl.get("missing_kinds"):
-        raise AmpHlsError(f"the project in {root} has no RTL: no RTL kernel for node kind(s) "
-                          f"{', '.join(map(str, rtl['missing_kinds']))}")
-    if not isinstance(rtl, dict) or not isinstance(rtl.get("top"), str) or not rtl.get("sources"):
-        raise AmpHlsError(f"{root}/manifest.json lists no RTL (an \"rtl\" entry with top and sources): "
-                          "regenerate the project")
-    return rtl["top"], [root / "rtl" / s for s in rtl["sources"]]
-
-
 class RtlsimDevice(Device):
     """The design in a generated project directory (``rtl/*.sv``, ``manifest.json``,
     ``graph.json``), simulated cycle by cycle."""
@@ -181,7 +165,7 @@ class RtlsimDevice(Device):
 
     def __init__(self, project_dir: str | Path, library: Path | None = None):
         root = Path(project_dir)
-        top, sources = project_rtl(root)
+        sources, top, _ = project_rtl(root)
         try:
             graph = load(root / "graph.json")
         except OSError as exc:
