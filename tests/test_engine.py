@@ -7,7 +7,7 @@ import pytest
 
 from amp_hls.errors import KernelError
 from amp_hls.ir import Graph, S, inc
-from amp_hls.kernels import LinearKernel
+from amp_hls.kernels import LinearKernel, LossKernel
 from amp_hls.models import MODELS
 from amp_hls.numerics import NumericConfig
 from amp_hls.runtime import Engine
@@ -32,7 +32,8 @@ def _run(model: str, numerics: NumericConfig, n: int = 12, seed: int = 0, max_ba
 
 
 def _losses(engine: Engine) -> dict[int, float]:
-    return {r.tag.key: r.loss for r in engine.kernels["xent"].results}
+    loss = next(k for k in engine.kernels.values() if isinstance(k, LossKernel))
+    return {r.tag.key: r.loss for r in loss.results}
 
 
 @pytest.mark.parametrize("model", ["mlp", "list-rnn"])
@@ -52,11 +53,13 @@ def test_list_rnn_loops_once_per_element():
     assert engine.counts["head"].fwd_in == 12
 
 
-def test_fixed_point_results_do_not_depend_on_schedule_or_batching():
-    """Same weights, different service order and batch sizes: bit-identical losses and gradients."""
-    a = _run("list-rnn", FIXED, seed=0, max_batch=256)
-    for other in (_run("list-rnn", FIXED, max_batch=1, weights_of=a),
-                  _run("list-rnn", FIXED, seed=5, max_batch=3, weights_of=a)):
+@pytest.mark.parametrize("model", ["list-rnn", "tree-rnn", "ggsnn-babi15"])
+def test_fixed_point_results_do_not_depend_on_schedule_or_batching(model):
+    """Same weights, different service order and batch sizes: bit-identical losses and gradients
+    (the vectorised kernels: joins, Split, Broadcast, Aggregate, Loss, over whole graphs)."""
+    a = _run(model, FIXED, seed=0, max_batch=256)
+    for other in (_run(model, FIXED, max_batch=1, weights_of=a),
+                  _run(model, FIXED, seed=5, max_batch=3, weights_of=a)):
         assert _losses(a) == _losses(other)
         for name, kernel in a.kernels.items():
             if isinstance(kernel, LinearKernel):
@@ -67,6 +70,32 @@ def test_fixed_point_results_do_not_depend_on_schedule_or_batching():
 def test_batching_happens_when_messages_wait():
     engine = _run("list-rnn", NumericConfig(), n=16)
     assert engine.stats.batches["rnn"] < engine.counts["rnn"].fwd_in + engine.counts["rnn"].bwd_in
+
+
+def test_the_fullest_inbox_is_served_first():
+    entry = MODELS["list-rnn"]
+    graph = entry.build()
+    engine = Engine(graph)
+    for key, example in enumerate(entry.data(0).train[:6]):
+        engine.inject(key, entry.inputs(graph, example))
+    while not engine.idle:
+        sizes = {inbox: len(msgs) for inbox, msgs in engine.inboxes.items()}
+        calls = dict(engine.stats.batches)
+        engine.step()
+        served = next(n for n, c in engine.stats.batches.items() if c != calls.get(n, 0))
+        assert max(n for (node, _, _), n in sizes.items() if node == served) == max(sizes.values())
+
+
+def test_shape_checks_run_only_at_the_engine_boundary(monkeypatch):
+    """Inside one engine payloads are shaped by their producers; at the boundary they are checked."""
+    entry = MODELS["list-rnn"]
+    graph = entry.build()
+    assert not any(k.checks for k in Engine(graph).kernels.values())
+    host = Engine(graph, members=set(graph.nodes) - {"rnn"})
+    assert host.kernels["step_in"].checks and host.kernels["rnn_act"].checks
+    assert not host.kernels["head"].checks
+    monkeypatch.setenv("AMP_HLS_CHECKS", "1")
+    assert all(k.checks for k in Engine(graph).kernels.values())
 
 
 def test_inference_caches_nothing():

@@ -27,6 +27,7 @@ class ActivationKernel(Kernel):
     """
 
     kind = "activation"
+    same_keys = True
     node: Activation
 
     def __init__(
@@ -49,8 +50,7 @@ class ActivationKernel(Kernel):
         y = self._apply(x)
         parts = split_rows(y, splits)
         if train:
-            for m, part in zip(msgs, parts):
-                self.cache.put(m.tag, m.payload if self.fn == "relu" else part)
+            self.cache.put_all(msgs, [m.payload for m in msgs] if self.fn == "relu" else parts)
         return [(0, forward_msg(m.tag, part)) for m, part in zip(msgs, parts)]
 
     def _apply(self, x: np.ndarray) -> np.ndarray:
@@ -63,13 +63,12 @@ class ActivationKernel(Kernel):
 
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
         check_grads(self, port, msgs)
-        saved = []
-        for m in msgs:
-            cached: np.ndarray = self.cache.take(m.tag)  # type: ignore[assignment]
-            check_grad(self, m, cached.shape)
-            saved.append(cached)
+        saved: list[np.ndarray] = self.cache.take_all(msgs)  # type: ignore[assignment]
         dy, splits = stack_rows(msgs)
         c = saved[0] if len(saved) == 1 else np.concatenate(saved, axis=0)
+        if c.shape != dy.shape or [a.shape[0] for a in saved] != [m[2].shape[0] for m in msgs]:
+            for m, cached in zip(msgs, saved):  # raises, naming the first tag that does not fit
+                check_grad(self, m, cached.shape)
         dx = self._derivative(c, dy)
         return [(0, backward_msg(m.tag, part)) for m, part in zip(msgs, split_rows(dx, splits))]
 

@@ -21,7 +21,8 @@ the same edge with the same tag (conservation); ``pending()`` counts what a kern
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from itertools import accumulate
 
 import numpy as np
 
@@ -38,6 +39,13 @@ class Kernel:
     """Base class; subclasses set ``kind`` and override ``forward``/``backward``."""
 
     kind = ""
+    # Per-message shape checks (``check_inputs``, ``check_grads``). An engine switches them off
+    # for kernels whose every neighbour it runs itself, since those kernels' payloads are shaped
+    # by construction; ``AMP_HLS_CHECKS=1`` keeps them on everywhere (debugging).
+    checks = True
+    # True where every forward and backward message is answered by exactly one message of the
+    # same instance key and direction (the engine then skips its per-key bookkeeping).
+    same_keys = False
 
     def __init__(
         self,
@@ -99,6 +107,23 @@ class TagCache:
             raise self.owner.error(f"{self.what}: tag {tag} is already in flight here")
         self.entries[tag] = value
 
+    def put_all(self, msgs: Sequence[Message], values: Iterable[object]) -> None:
+        """``put`` for every message's tag, in one dict update (a duplicate is still refused)."""
+        entries = self.entries
+        tags = [m[0] for m in msgs]
+        if not entries.keys().isdisjoint(tags) or len(set(tags)) != len(tags):
+            for tag, value in zip(tags, values):  # raises at the first duplicate
+                self.put(tag, value)
+        entries.update(zip(tags, values))
+
+    def take_all(self, msgs: Sequence[Message]) -> list[object]:
+        """``take`` for every message's tag."""
+        pop = self.entries.pop
+        try:
+            return [pop(m[0]) for m in msgs]
+        except KeyError as exc:
+            raise self.owner.error(f"{self.what}: no forward entry for tag {exc.args[0]}") from None
+
     def peek(self, tag: Tag) -> object | None:
         """The entry for ``tag`` without removing it (None when absent)."""
         return self.entries.get(tag)
@@ -124,40 +149,55 @@ class JoinBuffer:
 
     def add(self, port: int, msgs: Sequence[Message]) -> list[list[Message]]:
         complete = []
+        slots, arity = self.slots, self.arity
         for msg in msgs:
-            slot = self.slots.setdefault(msg.tag, [None] * self.arity)
-            if slot[port] is not None:
-                raise self.owner.error(f"{self.what}: second message for tag {msg.tag} on port {port}")
+            tag = msg[0]
+            slot = slots.get(tag)
+            if slot is None:
+                slot = slots[tag] = [None] * arity
+            elif slot[port] is not None:
+                raise self.owner.error(f"{self.what}: second message for tag {tag} on port {port}")
             slot[port] = msg
-            if all(m is not None for m in slot):
-                complete.append(self.slots.pop(msg.tag))  # type: ignore[arg-type]
+            if None not in slot:
+                complete.append(slots.pop(tag))  # type: ignore[arg-type]
         return complete
 
     def __len__(self) -> int:
         return len(self.slots)
 
 
+_new_tuple = tuple.__new__  # builds a NamedTuple without its Python-level ``__new__``
+_FWD, _BWD = Direction.FWD, Direction.BWD
+
+
 def forward_msg(tag: Tag, payload: np.ndarray) -> Message:
-    return Message(tag, Direction.FWD, payload)
+    return _new_tuple(Message, (tag, _FWD, payload))
 
 
 def backward_msg(tag: Tag, payload: np.ndarray) -> Message:
-    return Message(tag, Direction.BWD, payload)
+    return _new_tuple(Message, (tag, _BWD, payload))
+
+
+def make_tag(key: int, state: tuple[int, ...]) -> Tag:
+    """``Tag(key, state)``, fast: kernels that rewrite states build one per message."""
+    return _new_tuple(Tag, (key, state))
 
 
 def stack_rows(msgs: Sequence[Message]) -> tuple[np.ndarray, list[int]]:
     """All payload rows of ``msgs`` in one array, plus the row offsets to undo it with ``split_rows``."""
-    offsets = [0]
-    for m in msgs:
-        offsets.append(offsets[-1] + m.payload.shape[0])
-    if len(msgs) == 1:
-        return msgs[0].payload, offsets
-    return np.concatenate([m.payload for m in msgs], axis=0), offsets
+    payloads = [m[2] for m in msgs]
+    offsets = [0, *accumulate([p.shape[0] for p in payloads])]
+    if len(payloads) == 1:
+        return payloads[0], offsets
+    return np.concatenate(payloads, axis=0), offsets
 
 
 def split_rows(rows: np.ndarray, offsets: Sequence[int]) -> list[np.ndarray]:
     """Undo ``stack_rows``: one slice per message (views, no copies)."""
-    return [rows[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
+    n = len(offsets) - 1
+    if offsets[-1] == n:  # one row each: iterate a (n, 1, width) view in C
+        return list(rows.reshape(n, 1, -1))
+    return [rows[a:b] for a, b in zip(offsets, offsets[1:])]
 
 
 def column_bounds(widths: Sequence[int]) -> list[tuple[int, int]]:
@@ -177,6 +217,9 @@ class StalenessStats:
 
     def record(self, versions_elapsed: int) -> None:
         self.histogram[versions_elapsed] += 1
+
+    def record_all(self, versions_elapsed: list[int]) -> None:
+        self.histogram.update(versions_elapsed)
 
     @property
     def count(self) -> int:

@@ -8,11 +8,13 @@ import numpy as np
 
 from ..message import Message
 from ..numerics import Precision, saturate
-from .base import Kernel
+from .base import Kernel, stack_rows
 
 
 def check_inputs(kernel: Kernel, port: int, msgs: Sequence[Message]) -> None:
     """Reject a forward batch on a port the node lacks or whose payloads break the edge spec."""
+    if not kernel.checks:
+        return
     if not 0 <= port < len(kernel.in_specs):
         raise kernel.error(f"no input port in{port} (the node has {len(kernel.in_specs)})")
     for m in msgs:
@@ -21,6 +23,8 @@ def check_inputs(kernel: Kernel, port: int, msgs: Sequence[Message]) -> None:
 
 def check_grads(kernel: Kernel, port: int, msgs: Sequence[Message]) -> None:
     """Reject a backward batch on an output port the node lacks or that breaks its edge spec."""
+    if not kernel.checks:
+        return
     if not 0 <= port < len(kernel.out_specs):
         raise kernel.error(f"no output port out{port} (the node has {len(kernel.out_specs)})")
     spec = kernel.out_specs[port]
@@ -47,6 +51,17 @@ def same_rows(kernel: Kernel, msgs: Sequence[Message]) -> int:
         counts = [m.rows for m in msgs]
         raise kernel.error(f"joined messages of tag {msgs[0].tag} differ in rows: {counts}")
     return rows.pop()
+
+
+def stack_ports(kernel: Kernel, complete: list[list[Message]]) -> tuple[list[np.ndarray], list[int]]:
+    """Complete joins as one row-stacked array per port, plus the row offsets of the sets, so an
+    elementwise kernel handles them all in one call; a ``KernelError`` if a set's rows differ."""
+    stacked = [stack_rows([parts[i] for parts in complete]) for i in range(len(complete[0]))]
+    offsets = stacked[0][1]
+    if any(s[1] != offsets for s in stacked[1:]):
+        for parts in complete:  # names the first tag whose rows differ
+            same_rows(kernel, parts)
+    return [s[0] for s in stacked], offsets
 
 
 def exact_sum(

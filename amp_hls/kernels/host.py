@@ -10,7 +10,16 @@ import numpy as np
 from ..ir import GraphCore, Loss, Node, Source
 from ..message import Message, Tag
 from ..numerics import NumericConfig, SaturationCounter, dequantize, quantize
-from .base import Emit, JoinBuffer, Kernel, TagCache, backward_msg, forward_msg
+from .base import (
+    Emit,
+    JoinBuffer,
+    Kernel,
+    TagCache,
+    backward_msg,
+    forward_msg,
+    split_rows,
+    stack_rows,
+)
 from .common import check_grads, check_inputs, index_rows, zero_grad
 
 
@@ -51,10 +60,11 @@ class SourceKernel(Kernel):
         p = np.asarray(msg.payload)
         if p.ndim != 2 or p.shape[1] != spec.width or not 1 <= p.shape[0] <= spec.max_rows:
             raise self.error(f"payload of shape {p.shape} does not fit {spec} (tag {msg.tag})")
-        if not (np.issubdtype(p.dtype, np.integer) or np.issubdtype(p.dtype, np.floating)):
+        kind = p.dtype.kind  # i, u: integer; f: floating
+        if kind not in "iuf":
             raise self.error(f"payload of dtype {p.dtype} is not numeric (tag {msg.tag})")
         if spec.dtype == "index":
-            if np.issubdtype(p.dtype, np.floating) and not np.all(np.isfinite(p) & (p == np.round(p))):
+            if kind == "f" and not np.all(np.isfinite(p) & (p == np.round(p))):
                 raise self.error(f"index payload holds non-integer values (tag {msg.tag})")
             if np.any(p < 0):
                 raise self.error(f"index payload holds negative values (tag {msg.tag})")
@@ -130,17 +140,24 @@ class LossKernel(Kernel):
         self.results: list[LossRecord] = []
 
     def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
+        """Every instance completed by ``msgs`` in one vectorised evaluation."""
         check_inputs(self, port, msgs)
+        pairs = self.join.add(port, msgs)
+        if not pairs:
+            return []
+        preds, targets = [p for p, _ in pairs], [t for _, t in pairs]
+        p_rows, offsets = stack_rows(preds)
+        t_rows, t_offsets = stack_rows(targets)
+        if t_offsets != offsets:
+            pred, target = next((p, t) for p, t in pairs if p.rows != t.rows)
+            raise self.error(f"prediction has {pred.rows} rows, target {target.rows} (tag {pred.tag})")
+        dy = split_rows(self._evaluate(preds, p_rows, targets, t_rows, offsets), offsets)
+        if not train:
+            return []
         out: list[Emit] = []
-        for pred, target in self.join.add(port, msgs):
-            if pred.rows != target.rows:
-                raise self.error(
-                    f"prediction has {pred.rows} rows, target {target.rows} (tag {pred.tag})"
-                )
-            dy = self._evaluate(pred, target)
-            if train:
-                out.append((0, backward_msg(pred.tag, dy)))
-                out.append((1, backward_msg(target.tag, zero_grad(self, target))))
+        for (pred, target), g in zip(pairs, dy):
+            out.append((0, backward_msg(pred.tag, g)))
+            out.append((1, backward_msg(target.tag, zero_grad(self, target))))
         return out
 
     def _real(self, payload: np.ndarray) -> np.ndarray:
@@ -148,27 +165,40 @@ class LossKernel(Kernel):
             return dequantize(payload, self.numerics.data)
         return np.array(payload, dtype=np.float64)  # a copy: records outlive the message
 
-    def _evaluate(self, pred: Message, target: Message) -> np.ndarray:
-        """Record the loss of one instance and return its gradient in the payload format."""
-        p = self._real(pred.payload)
+    def _evaluate(
+        self, preds: list[Message], p_rows: np.ndarray, targets: list[Message], t_rows: np.ndarray,
+        offsets: list[int],
+    ) -> np.ndarray:
+        """Record the loss of every instance (a sum over its rows) and return the gradient rows
+        in the payload format; row by row, so batching changes nothing."""
+        p = self._real(p_rows)
+        starts = offsets[:-1]
         if self.node.fn == "mse":
-            t = self._real(target.payload)
+            t = self._real(t_rows)
             diff = p - t
-            loss = 0.5 * float(np.sum(diff * diff))
-            dy, correct = diff, None
+            losses = 0.5 * np.add.reduceat(np.sum(diff * diff, axis=1), starts)
+            dy, correct = diff, [None] * len(preds)
         else:
-            t = index_rows(self, target, 1)
+            for m in targets:
+                if m[2].dtype.kind not in "iu":
+                    index_rows(self, m, 1)  # raises, naming the tag: not an index payload
+            t = t_rows.astype(np.int64, copy=False)
             labels = t[:, 0]
-            if np.any((labels < 0) | (labels >= p.shape[1])):
-                raise self.error(f"target class outside [0, {p.shape[1]}) (tag {pred.tag})")
+            bad = (labels < 0) | (labels >= p.shape[1])
+            if np.any(bad):
+                tag = preds[int(np.searchsorted(offsets, np.argmax(bad), side="right")) - 1].tag
+                raise self.error(f"target class outside [0, {p.shape[1]}) (tag {tag})")
             z = p - p.max(axis=1, keepdims=True)
             logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
             rows = np.arange(p.shape[0])
-            loss = -float(logp[rows, labels].sum())
+            losses = -np.add.reduceat(logp[rows, labels], starts)
             dy = np.exp(logp)
             dy[rows, labels] -= 1.0
-            correct = bool(np.all(np.argmax(p, axis=1) == labels))
-        self.results.append(LossRecord(pred.tag, loss, p, t, correct))
+            right = np.logical_and.reduceat(np.argmax(p, axis=1) == labels, starts)
+            correct = [bool(c) for c in right]
+        for k, m in enumerate(preds):
+            lo, hi = offsets[k], offsets[k + 1]
+            self.results.append(LossRecord(m.tag, float(losses[k]), p[lo:hi], t[lo:hi], correct[k]))
         if self.fixed:
             return quantize(dy, self.numerics.grads, self.counter, self.site("bwd"))
         return dy.astype(self.dtype)

@@ -7,10 +7,20 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..ir import GraphCore, Node
-from ..message import Message, Tag
+from ..message import Message
 from ..numerics import NumericConfig, SaturationCounter, narrow
-from .base import Emit, JoinBuffer, Kernel, TagCache, backward_msg, column_bounds, forward_msg
-from .common import check_grad, check_grads, check_inputs, exact_sum, same_rows
+from .base import (
+    Emit,
+    JoinBuffer,
+    Kernel,
+    TagCache,
+    backward_msg,
+    column_bounds,
+    forward_msg,
+    split_rows,
+    stack_rows,
+)
+from .common import check_grad, check_grads, check_inputs, exact_sum, stack_ports
 
 
 class JoinKernel(Kernel):
@@ -28,15 +38,17 @@ class JoinKernel(Kernel):
         self.join = JoinBuffer(self, self.arity, f"{self.kind} join")
 
     def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
+        """Every tag completed by ``msgs`` in one ``combine`` call over row-stacked inputs."""
         check_inputs(self, port, msgs)
-        out: list[Emit] = []
-        for parts in self.join.add(port, msgs):
-            same_rows(self, parts)
-            tag = parts[0].tag
-            out.append((0, forward_msg(tag, self.combine(tag, [m.payload for m in parts], train))))
-        return out
+        complete = self.join.add(port, msgs)
+        if not complete:
+            return []
+        xs, offsets = stack_ports(self, complete)
+        y = self.combine(xs, complete, train)
+        return [(0, forward_msg(p[0].tag, part)) for p, part in zip(complete, split_rows(y, offsets))]
 
-    def combine(self, tag: Tag, xs: list[np.ndarray], train: bool) -> np.ndarray:
+    def combine(self, xs: list[np.ndarray], complete: list[list[Message]], train: bool) -> np.ndarray:
+        """The output rows of every set in ``complete``, from the stacked inputs ``xs``."""
         raise NotImplementedError
 
     def pending(self) -> int:
@@ -48,7 +60,7 @@ class AddKernel(JoinKernel):
 
     kind = "add"
 
-    def combine(self, tag: Tag, xs: list[np.ndarray], train: bool) -> np.ndarray:
+    def combine(self, xs: list[np.ndarray], complete: list[list[Message]], train: bool) -> np.ndarray:
         return exact_sum(self, xs, self.numerics.data, "fwd")
 
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
@@ -75,9 +87,10 @@ class MulKernel(JoinKernel):
         super().__init__(node, graph, numerics, counter)
         self.cache = TagCache(self, "mul cache")
 
-    def combine(self, tag: Tag, xs: list[np.ndarray], train: bool) -> np.ndarray:
+    def combine(self, xs: list[np.ndarray], complete: list[list[Message]], train: bool) -> np.ndarray:
         if train:
-            self.cache.put(tag, xs)
+            for parts in complete:
+                self.cache.put(parts[0].tag, [m.payload for m in parts])
         return self._product(xs, "fwd")
 
     def _product(self, xs: list[np.ndarray], site: str) -> np.ndarray:
@@ -92,18 +105,23 @@ class MulKernel(JoinKernel):
 
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
         check_grads(self, port, msgs)
-        out: list[Emit] = []
+        saved: list[list[np.ndarray]] = []
         for m in msgs:
             xs: list[np.ndarray] = self.cache.take(m.tag)  # type: ignore[assignment]
             check_grad(self, m, xs[0].shape)
-            for i in range(self.arity):
-                others = self._product(xs[:i] + xs[i + 1 :], "bwd_prod")
-                if self.fixed:
-                    f_d = self.numerics.data.frac
-                    dx = narrow(m.payload * others, f_d, self.numerics.grads, self.counter, self.site("bwd"))
-                else:
-                    dx = (m.payload * others).astype(self.dtype, copy=False)
-                out.append((i, backward_msg(m.tag, dx)))
+            saved.append(xs)
+        dy, offsets = stack_rows(msgs)
+        # elementwise, so one product over the stacked rows equals the per-message ones
+        xs = [x[0] if len(saved) == 1 else np.concatenate(x, axis=0) for x in zip(*saved)]
+        out: list[Emit] = []
+        for i in range(self.arity):
+            others = self._product(xs[:i] + xs[i + 1 :], "bwd_prod")
+            if self.fixed:
+                f_d = self.numerics.data.frac
+                dx = narrow(dy * others, f_d, self.numerics.grads, self.counter, self.site("bwd"))
+            else:
+                dx = (dy * others).astype(self.dtype, copy=False)
+            out.extend((i, backward_msg(m.tag, part)) for m, part in zip(msgs, split_rows(dx, offsets)))
         return out
 
     def pending(self) -> int:
@@ -125,7 +143,7 @@ class ConcatKernel(JoinKernel):
         super().__init__(node, graph, numerics, counter)
         self.bounds = column_bounds([s.width for s in self.in_specs])
 
-    def combine(self, tag: Tag, xs: list[np.ndarray], train: bool) -> np.ndarray:
+    def combine(self, xs: list[np.ndarray], complete: list[list[Message]], train: bool) -> np.ndarray:
         return np.hstack(xs)
 
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:

@@ -96,6 +96,7 @@ class ParamKernel(Kernel):
 
 class LinearKernel(ParamKernel):
     kind = "linear"
+    same_keys = True
     node: Linear
 
     def __init__(
@@ -122,8 +123,8 @@ class LinearKernel(ParamKernel):
         x, splits = stack_rows(msgs)
         y = self._affine(x)
         if train:
-            for m in msgs:
-                self.cache.put(m.tag, (m.payload, self.version))
+            version = self.version
+            self.cache.put_all(msgs, [(m[2], version) for m in msgs])
         return [(0, forward_msg(m.tag, part)) for m, part in zip(msgs, split_rows(y, splits))]
 
     def _affine(self, x: np.ndarray) -> np.ndarray:
@@ -141,13 +142,11 @@ class LinearKernel(ParamKernel):
 
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
         check_grads(self, port, msgs)
-        xs = []
-        for m in msgs:
-            x, version = self.cache.take(m.tag)  # type: ignore[misc]
-            if x.shape[0] != m.rows:
-                raise self.error(f"gradient of {m.rows} rows for a forward of {x.shape[0]} (tag {m.tag})")
-            self.staleness.record(self.version - version)
-            xs.append(x)
+        xs, versions = zip(*self.cache.take_all(msgs))  # type: ignore[call-overload]
+        if [x.shape[0] for x in xs] != [m[2].shape[0] for m in msgs]:
+            m, x = next((m, x) for m, x in zip(msgs, xs) if x.shape[0] != m.rows)
+            raise self.error(f"gradient of {m.rows} rows for a forward of {x.shape[0]} (tag {m.tag})")
+        self.staleness.record_all([self.version - v for v in versions])
         dy, splits = stack_rows(msgs)
         x = xs[0] if len(xs) == 1 else np.concatenate(xs, axis=0)
         self.n_grads += len(msgs)

@@ -10,8 +10,20 @@ import numpy as np
 from ..ir import Broadcast, Cond, GraphCore, Isu, IsuOp, Node, Split
 from ..message import Message, Tag
 from ..numerics import NumericConfig, SaturationCounter
-from .base import Emit, JoinBuffer, Kernel, TagCache, backward_msg, column_bounds, forward_msg
-from .common import check_grads, check_inputs, exact_sum, same_rows
+from .base import (
+    Emit,
+    JoinBuffer,
+    Kernel,
+    TagCache,
+    backward_msg,
+    column_bounds,
+    forward_msg,
+    make_tag,
+    split_rows,
+)
+from .common import check_grads, check_inputs, exact_sum, stack_ports
+
+MEMO_LIMIT = 1 << 16  # states a Cond or Isu remembers before starting afresh
 
 
 class SplitKernel(Kernel):
@@ -41,11 +53,12 @@ class SplitKernel(Kernel):
 
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
         check_grads(self, port, msgs)
-        out: list[Emit] = []
-        for parts in self.join.add(port, msgs):
-            same_rows(self, parts)
-            out.append((0, backward_msg(parts[0].tag, np.hstack([m.payload for m in parts]))))
-        return out
+        complete = self.join.add(port, msgs)
+        if not complete:
+            return []
+        dys, offsets = stack_ports(self, complete)
+        dx = np.hstack(dys)
+        return [(0, backward_msg(p[0].tag, part)) for p, part in zip(complete, split_rows(dx, offsets))]
 
     def pending(self) -> int:
         return len(self.join)
@@ -77,15 +90,15 @@ class BroadcastKernel(Kernel):
 
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
         check_grads(self, port, msgs)
-        out: list[Emit] = []
-        for parts in self.join.add(port, msgs):
-            rows = same_rows(self, parts)
-            if self.index:
-                dx = self.zeros(rows, parts[0].width)
-            else:
-                dx = exact_sum(self, [m.payload for m in parts], self.numerics.grads, "bwd")
-            out.append((0, backward_msg(parts[0].tag, dx)))
-        return out
+        complete = self.join.add(port, msgs)
+        if not complete:
+            return []
+        dys, offsets = stack_ports(self, complete)
+        if self.index:
+            dx = self.zeros(offsets[-1], dys[0].shape[1])
+        else:
+            dx = exact_sum(self, dys, self.numerics.grads, "bwd")
+        return [(0, backward_msg(p[0].tag, part)) for p, part in zip(complete, split_rows(dx, offsets))]
 
     def pending(self) -> int:
         return len(self.join)
@@ -98,20 +111,40 @@ class CondKernel(Kernel):
     """
 
     kind = "cond"
+    same_keys = True
     node: Cond
+
+    def __init__(
+        self,
+        node: Node,
+        graph: GraphCore,
+        numerics: NumericConfig,
+        counter: SaturationCounter | None = None,
+    ):
+        super().__init__(node, graph, numerics, counter)
+        self.ports: dict[tuple[int, ...], int] = {}  # state -> output port, memoised
 
     def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
         check_inputs(self, port, msgs)
+        ports = self.ports
         out: list[Emit] = []
         for m in msgs:
-            try:
-                taken = self.node.predicate(m.tag.state)
-            except IndexError:
-                raise self.error(
-                    f"predicate {self.node.predicate} reads a state word tag {m.tag} lacks"
-                ) from None
-            out.append((0 if taken else 1, m))
+            state = m[0][1]
+            taken = ports.get(state)
+            if taken is None:
+                taken = ports[state] = self._route(m.tag)
+            out.append((taken, m))
         return out
+
+    def _route(self, tag: Tag) -> int:
+        if len(self.ports) >= MEMO_LIMIT:
+            self.ports.clear()
+        try:
+            return 0 if self.node.predicate(tag.state) else 1
+        except IndexError:
+            raise self.error(
+                f"predicate {self.node.predicate} reads a state word tag {tag} lacks"
+            ) from None
 
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
         check_grads(self, port, msgs)
@@ -122,6 +155,7 @@ class PhiKernel(Kernel):
     """Merges its inputs into one stream, remembering per tag (in training) the input it came by."""
 
     kind = "phi"
+    same_keys = True
 
     def __init__(
         self,
@@ -136,13 +170,12 @@ class PhiKernel(Kernel):
     def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
         check_inputs(self, port, msgs)
         if train:
-            for m in msgs:
-                self.cache.put(m.tag, port)
+            self.cache.put_all(msgs, [port] * len(msgs))
         return [(0, m) for m in msgs]
 
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
         check_grads(self, port, msgs)
-        return [(self.cache.take(m.tag), m) for m in msgs]  # type: ignore[misc]
+        return list(zip(self.cache.take_all(msgs), msgs))  # type: ignore[arg-type]
 
     def pending(self) -> int:
         return len(self.cache)
@@ -155,6 +188,7 @@ class IsuKernel(Kernel):
     """
 
     kind = "isu"
+    same_keys = True
     node: Isu
 
     def __init__(
@@ -166,20 +200,39 @@ class IsuKernel(Kernel):
     ):
         super().__init__(node, graph, numerics, counter)
         self.inverse = tuple(op.inverse() for op in reversed(self.node.ops))
+        # state -> updated state, memoised per direction: the update is a pure function of the
+        # state, and an instance's messages revisit the same few states
+        self.memo: tuple[dict[tuple[int, ...], tuple[int, ...]], ...] = ({}, {})
 
-    def _update(self, tag: Tag, ops: tuple[IsuOp, ...]) -> Tag:
+    def _update(self, tag: Tag, ops: tuple[IsuOp, ...], memo: dict) -> tuple[int, ...]:
+        if len(memo) >= MEMO_LIMIT:
+            memo.clear()
         state = tag.state
         try:
             for op in ops:
                 state = op.apply(state)
         except ValueError as exc:
             raise self.error(f"state update of tag {tag} failed: {exc}") from None
-        return tag.with_state(state)
+        memo[tag.state] = state
+        return state
+
+    def _emit(self, msgs: Sequence[Message], direction: int) -> list[Emit]:
+        ops = self.inverse if direction else self.node.ops
+        memo = self.memo[direction]
+        make = backward_msg if direction else forward_msg
+        out: list[Emit] = []
+        for m in msgs:
+            tag = m[0]
+            state = memo.get(tag[1])
+            if state is None:
+                state = self._update(tag, ops, memo)
+            out.append((0, make(make_tag(tag[0], state), m[2])))
+        return out
 
     def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
         check_inputs(self, port, msgs)
-        return [(0, forward_msg(self._update(m.tag, self.node.ops), m.payload)) for m in msgs]
+        return self._emit(msgs, 0)
 
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
         check_grads(self, port, msgs)
-        return [(0, backward_msg(self._update(m.tag, self.inverse), m.payload)) for m in msgs]
+        return self._emit(msgs, 1)

@@ -2,29 +2,43 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from ..ir import GraphCore, Group, Node
 from ..message import MAX_STATE_WORDS, Message, Tag
 from ..numerics import NumericConfig, Precision, SaturationCounter, saturate
-from .base import Emit, JoinBuffer, Kernel, TagCache, backward_msg, forward_msg
+from .base import (
+    Emit,
+    JoinBuffer,
+    Kernel,
+    TagCache,
+    backward_msg,
+    forward_msg,
+    make_tag,
+    split_rows,
+    stack_rows,
+)
 from .common import check_grad, check_grads, check_inputs, index_rows
 
 
 def _split_index(kernel: Kernel, tag: Tag) -> tuple[Tag, int, int]:
     """``(parent tag, i, n)`` of a row message whose state ends in ``(i, n)``."""
-    if len(tag.state) < 2:
+    state = tag[1]
+    if len(state) < 2:
         raise kernel.error(f"tag {tag} does not end in a row index (i, n)")
-    i, n = tag.state[-2:]
+    i, n = state[-2:]
     if not 0 <= i < n:
         raise kernel.error(f"tag {tag}: row index {i} outside [0, {n})")
-    return tag.with_state(tag.state[:-2]), i, n
+    return make_tag(tag[0], state[:-2]), i, n
 
 
-def _row_tag(parent: Tag, i: int, n: int) -> Tag:
-    return parent.with_state(parent.state + (i, n))
+def _row_msgs(make: Callable[[Tag, np.ndarray], Message], parent: Tag, rows: np.ndarray) -> list[Emit]:
+    """One message per row of ``rows``, tagged ``parent`` with ``(i, n)`` pushed on its state."""
+    key, state = parent
+    n = rows.shape[0]
+    return [(0, make(make_tag(key, state + (i, n)), rows[i : i + 1])) for i in range(n)]
 
 
 class _RowGather:
@@ -37,21 +51,23 @@ class _RowGather:
         self.slots: dict[Tag, list[np.ndarray | None]] = {}
         self.missing: dict[Tag, int] = {}  # rows still to come, so completion is O(1) per row
 
-    def add(self, msg: Message) -> tuple[Tag, np.ndarray] | None:
-        parent, i, n = _split_index(self.owner, msg.tag)
-        if n > self.max_rows:
-            raise self.owner.error(f"{self.what}: tag {msg.tag} says {n} rows, beyond {self.max_rows}")
-        if parent not in self.slots:
-            self.slots[parent] = [None] * n
+    def add(self, msg: Message, index: tuple[Tag, int, int] | None = None) -> tuple[Tag, np.ndarray] | None:
+        """Add one row message (``index``: its ``_split_index``, if the caller has it already)."""
+        parent, i, n = index if index is not None else _split_index(self.owner, msg.tag)
+        slots = self.slots.get(parent)
+        if slots is None:
+            if n > self.max_rows:
+                raise self.owner.error(f"{self.what}: tag {msg.tag} says {n} rows, beyond {self.max_rows}")
+            slots = self.slots[parent] = [None] * n
             self.missing[parent] = n
-        slots = self.slots[parent]
-        if len(slots) != n:
+        elif len(slots) != n:
             raise self.owner.error(f"{self.what}: tag {msg.tag} says {n} rows, earlier ones {len(slots)}")
         if slots[i] is not None:
             raise self.owner.error(f"{self.what}: second message for row {i} of tag {parent}")
-        slots[i] = msg.payload
-        self.missing[parent] -= 1
-        if self.missing[parent]:
+        slots[i] = msg[2]
+        left = self.missing[parent] - 1
+        if left:
+            self.missing[parent] = left
             return None
         del self.slots[parent], self.missing[parent]
         return parent, np.concatenate(slots, axis=0)  # type: ignore[arg-type]
@@ -86,20 +102,21 @@ class UngroupKernel(Kernel):
         for m in msgs:
             if len(m.tag.state) + 2 > MAX_STATE_WORDS:
                 raise self.error(f"tag {m.tag} has no room for a row index ({MAX_STATE_WORDS} words)")
-            n = m.rows
             if train:
-                self.cache.put(m.tag, n)
-            out.extend((0, forward_msg(_row_tag(m.tag, i, n), m.payload[i : i + 1])) for i in range(n))
+                self.cache.put(m.tag, m.rows)
+            out.extend(_row_msgs(forward_msg, m.tag, m.payload))
         return out
 
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
         check_grads(self, port, msgs)
         out: list[Emit] = []
+        gathering = self.gather.slots
         for m in msgs:
-            parent, _, n = _split_index(self, m.tag)
-            if self.cache.peek(parent) != n:
+            index = parent, _, n = _split_index(self, m.tag)
+            # the first row of a parent checks the forward; later ones must agree with the first
+            if parent not in gathering and self.cache.peek(parent) != n:
                 raise self.error(f"no forward of {n} rows for tag {parent} (row gradient {m.tag})")
-            done = self.gather.add(m)
+            done = self.gather.add(m, index)
             if done is not None:
                 self.cache.take(parent)
                 out.append((0, backward_msg(*done)))
@@ -143,9 +160,7 @@ class GroupKernel(Kernel):
         for m in msgs:
             n: int = self.cache.take(m.tag)  # type: ignore[assignment]
             check_grad(self, m, (n, m.width))
-            out.extend(
-                (0, backward_msg(_row_tag(m.tag, i, n), m.payload[i : i + 1])) for i in range(n)
-            )
+            out.extend(_row_msgs(backward_msg, m.tag, m.payload))
         return out
 
     def pending(self) -> int:
@@ -173,35 +188,49 @@ class AggregateKernel(Kernel):
 
     def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
         check_inputs(self, port, msgs)
-        out: list[Emit] = []
-        for x, e in self.join.add(port, msgs):
-            edges = index_rows(self, e, 1)
-            n = x.rows
-            if np.any((edges < 0) | (edges >= n)):
+        pairs = self.join.add(port, msgs)
+        if not pairs:
+            return []
+        xs = [x for x, _ in pairs]
+        all_edges = [index_rows(self, e, 1) for _, e in pairs]
+        for x, edges in zip(xs, all_edges):
+            n = x.payload.shape[0]
+            if edges.size and (edges.min() < 0 or edges.max() >= n):
                 raise self.error(f"edge endpoint outside [0, {n}) (tag {x.tag})")
             if train:
                 self.cache.put(x.tag, (edges, n))
-            y = self._scatter(x.payload, edges[:, 0], edges[:, 1], n, self.numerics.data, "fwd")
-            out.append((0, forward_msg(x.tag, y)))
-        return out
+        y = self._scatter(xs, all_edges, 0, self.numerics.data, "fwd")
+        return [(0, forward_msg(x.tag, part)) for x, part in zip(xs, y)]
 
     def _scatter(
-        self, v: np.ndarray, src: np.ndarray, dst: np.ndarray, n: int, prec: Precision, site: str
-    ) -> np.ndarray:
-        """``out[dst[k]] += v[src[k]]`` for every ``k`` into ``n`` rows, in the mode's arithmetic."""
-        acc = np.zeros((n, v.shape[1]), dtype=self.dtype)
-        np.add.at(acc, dst, v[src])
+        self, msgs: list[Message], all_edges: list[np.ndarray], src_col: int, prec: Precision, site: str
+    ) -> list[np.ndarray]:
+        """Per message, ``out[dst[k]] += v[src[k]]`` over its edges (``src`` in column
+        ``src_col``), in the mode's arithmetic: one scatter-add for the whole batch, the
+        edges shifted by each message's first row (the sums stay per message and in edge
+        order, so the result does not depend on batching)."""
+        v, offsets = stack_rows(msgs)
+        if len(msgs) == 1:
+            edges = all_edges[0]
+        else:
+            shift = np.repeat(np.asarray(offsets[:-1]), [e.shape[0] for e in all_edges])
+            edges = np.concatenate(all_edges, axis=0) + shift[:, None]
+        acc = np.zeros((offsets[-1], v.shape[1]), dtype=self.dtype)
+        np.add.at(acc, edges[:, 1 - src_col], v[edges[:, src_col]])
         if self.fixed:
-            return saturate(acc, prec, self.counter, self.site(site))
-        return acc
+            acc = saturate(acc, prec, self.counter, self.site(site))
+        return split_rows(acc, offsets)
 
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
         check_grads(self, port, msgs)
-        out: list[Emit] = []
+        all_edges = []
         for m in msgs:
             edges, n = self.cache.take(m.tag)  # type: ignore[misc]
             check_grad(self, m, (n, m.width))
-            dx = self._scatter(m.payload, edges[:, 1], edges[:, 0], n, self.numerics.grads, "bwd")
+            all_edges.append(edges)
+        dxs = self._scatter(list(msgs), all_edges, 1, self.numerics.grads, "bwd")
+        out: list[Emit] = []
+        for m, edges, dx in zip(msgs, all_edges, dxs):
             out.append((0, backward_msg(m.tag, dx)))
             out.append((1, backward_msg(m.tag, self.zeros(edges.shape[0], 2))))
         return out
@@ -214,6 +243,7 @@ class RowSumKernel(Kernel):
     """Readout: the sum of the rows (fixed: exact, saturated once); backward repeats the gradient."""
 
     kind = "rowsum"
+    same_keys = True
 
     def __init__(
         self,

@@ -50,26 +50,31 @@ def build_tree_rnn(
     return g.validate()  # type: ignore[return-value]
 
 
+def _leaf_sources(graph: Graph) -> list[str]:
+    """The graph's leaf sources in word order: ``leaf0``, ``leaf1`` ... as far as they go."""
+    names = []
+    while leaf_source(len(names)) in graph.nodes:
+        names.append(leaf_source(len(names)))
+    return names
+
+
 def tree_rnn_inputs(graph: Graph, example: Example) -> Inputs:
     """One tree as messages: each word one-hot at its heap position, padding, the label at the root."""
-    vocab = graph.node(leaf_source(0)).width
+    names = _leaf_sources(graph)
     words = leaves(example.data)
-    n_sources = 0
-    while leaf_source(n_sources) in graph.nodes:
-        n_sources += 1
-    if len(words) > n_sources:
-        raise ValueError(f"a tree of {len(words)} words does not fit {n_sources} leaf sources")
+    if len(words) > len(names):
+        raise ValueError(f"a tree of {len(words)} words does not fit {len(names)} leaf sources")
+    rows = np.zeros((len(names), 1, graph.node(names[0]).width))  # one (1, vocab) row per source
     inputs: Inputs = {}
-    for j in range(n_sources):
-        row = np.zeros((1, vocab))
+    for j, name in enumerate(names):
         if j < len(words):
             position, word = words[j]
             if position >= PAD:
                 raise ValueError(f"{word!r} at heap position {position}: the tree is deeper than 14")
-            row[0, WORD_INDEX[word]] = 1.0
-            inputs[leaf_source(j)] = ((position,), row)
+            rows[j, 0, WORD_INDEX[word]] = 1.0
+            inputs[name] = ((position,), rows[j])
         else:
-            inputs[leaf_source(j)] = ((PAD + j,), row)
+            inputs[name] = ((PAD + j,), rows[j])
     inputs["label"] = ((0,), np.array([[example.label]]))
     return inputs
 

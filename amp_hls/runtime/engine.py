@@ -6,13 +6,16 @@ emits: forward messages along the edge leaving the output port, backward message
 edge feeding the input port. An instance (key) is finished when none of its messages waits in
 any inbox; ``max_active_keys`` bounds how many are in flight at once.
 
-The order in which inboxes are served is the only freedom an executor has; ``seed`` fixes it, so
-a run is reproducible.
+The order in which inboxes are served is the only freedom an executor has. The engine serves the
+fullest inbox first (the oldest among equally full ones), so waiting messages pile up into large
+batches instead of trickling through one kernel call each: per-call Python overhead, not
+arithmetic, bounds this runtime. The order is deterministic, so a run is reproducible.
 """
 
 from __future__ import annotations
 
-from collections import Counter, deque
+import os
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
@@ -88,13 +91,25 @@ class Engine:
                 assert edge is not None
                 inside = edge.src.node in self.members
                 self._bwd_route[name].append((edge.src.node, Direction.BWD, edge.src.index) if inside else edge)
+        if os.environ.get("AMP_HLS_CHECKS", "") != "1":
+            for name, kernel in self.kernels.items():  # see ``Kernel.checks``
+                routes = self._fwd_route[name] + self._bwd_route[name]
+                kernel.checks = any(type(r) is Edge for r in routes)
+        # Per node, indexed by direction then port (a list lookup per emitted message).
+        self._routes = {n: (self._fwd_route[n], self._bwd_route[n]) for n in self.kernels}
         self.outbox: list[tuple[Edge, Message]] = []  # messages for nodes outside this engine
+        # Non-empty inboxes only, oldest first: the keys are the inboxes ready to serve.
         self.inboxes: dict[InboxKey, list[Message]] = {}
-        self._ready: deque[InboxKey] = deque()
         self._in_flight: Counter[int] = Counter()  # key -> messages waiting in inboxes
         self.counts: dict[str, NodeCounts] = {name: NodeCounts() for name in self.kernels}
         self.stats = RunStats()
-        self.order_rng = np.random.default_rng(seed + 1)  # serving order; checkpointed
+        # Nodes whose kernel answers every message with one message of the same key and
+        # direction, all kept inside this engine: serving them leaves every key's in-flight
+        # count as it was.
+        self._same_keys = {
+            n for n, k in self.kernels.items()
+            if k.same_keys and not any(type(r) is Edge for r in self._fwd_route[n] + self._bwd_route[n])
+        }
         self.on_backward: Callable[[Kernel], None] | None = None  # e.g. apply updates every muf
 
     # feeding ----------------------------------------------------------------------------------
@@ -132,24 +147,22 @@ class Engine:
     @property
     def idle(self) -> bool:
         """No message waits anywhere."""
-        return not self._ready
+        return not self.inboxes
 
     # running ----------------------------------------------------------------------------------
     def step(self) -> list[int]:
-        """Serve one inbox; returns the keys that finished during this step."""
-        if not self._ready:
+        """Serve the fullest inbox; returns the keys that finished during this step."""
+        inboxes = self.inboxes
+        if not inboxes:
             return []
-        if len(self._ready) > 1:
-            self._ready.rotate(-int(self.order_rng.integers(len(self._ready))))
-        inbox = self._ready.popleft()
+        inbox = self._pick()
         node, direction, port = inbox
-        waiting = self.inboxes[inbox]
-        batch, rest = waiting[: self.max_batch], waiting[self.max_batch :]
-        if rest:
-            self.inboxes[inbox] = rest
-            self._ready.append(inbox)
+        waiting = inboxes.pop(inbox)
+        if len(waiting) > self.max_batch:
+            batch = waiting[: self.max_batch]
+            inboxes[inbox] = waiting[self.max_batch :]  # back of the queue
         else:
-            del self.inboxes[inbox]
+            batch = waiting
         kernel = self.kernels[node]
         counts = self.counts[node]
         if direction is Direction.FWD:
@@ -160,14 +173,18 @@ class Engine:
             emitted = kernel.backward(port, batch)
             if self.on_backward is not None:
                 self.on_backward(kernel)
-        self.stats.steps += 1
-        self.stats.messages += len(batch)
-        self.stats.batches[node] += 1
+        stats = self.stats
+        stats.steps += 1
+        stats.messages += len(batch)
+        stats.batches[node] += 1
+        if node in self._same_keys:
+            self._pass(node, emitted, direction)
+            return []
         self._deliver(node, emitted)
         finished = []
         in_flight = self._in_flight
         for msg in batch:
-            key = msg.tag.key
+            key = msg[0][0]
             left = in_flight[key] - 1
             if left:
                 in_flight[key] = left
@@ -176,45 +193,85 @@ class Engine:
                 finished.append(key)
         return finished
 
+    def _pick(self) -> InboxKey:
+        """The fullest inbox; the oldest among equally full ones."""
+        inboxes = self.inboxes
+        if len(inboxes) == 1:
+            return next(iter(inboxes))
+        sizes = list(map(len, inboxes.values()))
+        return list(inboxes)[sizes.index(max(sizes))]
+
     def run(self, max_steps: int = 10_000_000) -> list[int]:
         """Step until every inbox is empty; returns the keys that finished."""
         finished: list[int] = []
         for _ in range(max_steps):
-            if not self._ready:
+            if not self.inboxes:
                 return finished
             finished.extend(self.step())
         raise KernelError(f"engine did not settle within {max_steps} steps (a loop that never exits?)")
 
     def _deliver(self, node: str, emitted: Iterable[tuple[int, Message]]) -> None:
-        fwd_route, bwd_route = self._fwd_route[node], self._bwd_route[node]
-        inboxes, ready, in_flight = self.inboxes, self._ready, self._in_flight
-        n_fwd = n_bwd = 0
+        routes = self._routes[node]
+        inboxes = self.inboxes
+        keys: list[int] = []
+        add_key = keys.append
+        n_bwd = n = 0
         for port, msg in emitted:
-            if msg.direction is Direction.FWD:
-                n_fwd += 1
-                inbox = fwd_route[port]
-            else:
-                n_bwd += 1
-                inbox = bwd_route[port]
+            n += 1
+            direction = msg[1]
+            n_bwd += direction
+            inbox = routes[direction][port]
             if type(inbox) is Edge:
                 self.outbox.append((inbox, msg))
                 continue
             waiting = inboxes.get(inbox)  # type: ignore[arg-type]
             if waiting is None:
                 inboxes[inbox] = [msg]  # type: ignore[index]
-                ready.append(inbox)  # type: ignore[arg-type]
             else:
                 waiting.append(msg)
-            in_flight[msg.tag.key] += 1
+            add_key(msg[0][0])
+        self._in_flight.update(keys)  # counts in C
         counts = self.counts[node]
-        counts.fwd_out += n_fwd
+        counts.fwd_out += n - n_bwd
+        counts.bwd_out += n_bwd
+
+    def _pass(self, node: str, emitted: list[tuple[int, Message]], direction: Direction) -> None:
+        """``_deliver`` for a ``_same_keys`` node: no key changes its in-flight count, and
+        forward messages go on forward, backward ones backward."""
+        routes = self._routes[node]
+        inboxes = self.inboxes
+        if len(routes[direction]) == 1:  # one way on: the whole batch goes to one inbox at once
+            inbox = routes[direction][0]
+            msgs = [m for _, m in emitted]
+            waiting = inboxes.get(inbox)  # type: ignore[arg-type]
+            if waiting is None:
+                inboxes[inbox] = msgs  # type: ignore[index]
+            else:
+                waiting.extend(msgs)
+            if direction:
+                self.counts[node].bwd_out += len(msgs)
+            else:
+                self.counts[node].fwd_out += len(msgs)
+            return
+        n_bwd = n = 0
+        for port, msg in emitted:
+            n += 1
+            direction = msg[1]
+            n_bwd += direction
+            inbox = routes[direction][port]
+            waiting = inboxes.get(inbox)  # type: ignore[arg-type]
+            if waiting is None:
+                inboxes[inbox] = [msg]  # type: ignore[index]
+            else:
+                waiting.append(msg)
+        counts = self.counts[node]
+        counts.fwd_out += n - n_bwd
         counts.bwd_out += n_bwd
 
     def _enqueue(self, inbox: InboxKey, msg: Message) -> None:
         waiting = self.inboxes.get(inbox)
         if waiting is None:
             self.inboxes[inbox] = [msg]
-            self._ready.append(inbox)
         else:
             waiting.append(msg)
         self._in_flight[msg.tag.key] += 1

@@ -67,13 +67,17 @@ class Optimizer:
             if c.kind == "sgd":
                 update = g
             elif c.kind == "momentum":
-                v = state.get(f"{k}.v", np.zeros_like(g)) * c.momentum + g
-                state[f"{k}.v"] = v
+                v = _moment(state, f"{k}.v", g)
+                v *= c.momentum
+                v += g
                 update = v
-            else:
-                m = state.get(f"{k}.m", np.zeros_like(g)) * c.beta1 + (1 - c.beta1) * g
-                v = state.get(f"{k}.v", np.zeros_like(g)) * c.beta2 + (1 - c.beta2) * g * g
-                state[f"{k}.m"], state[f"{k}.v"] = m, v
+            else:  # in place: the same operations in the same order, without the temporaries
+                m = _moment(state, f"{k}.m", g)
+                m *= c.beta1
+                m += (1 - c.beta1) * g
+                v = _moment(state, f"{k}.v", g)
+                v *= c.beta2
+                v += (1 - c.beta2) * g * g
                 m_hat = m / (1 - c.beta1**t)
                 v_hat = v / (1 - c.beta2**t)
                 update = m_hat / (np.sqrt(v_hat) + c.eps)
@@ -90,3 +94,11 @@ class Optimizer:
             _, node, key = name.split("/", 2)
             self.state.setdefault(node, {})[key] = np.array(value, dtype=np.float64)
         self.steps = dict(steps)
+
+
+def _moment(state: dict[str, np.ndarray], name: str, like: np.ndarray) -> np.ndarray:
+    """The moment array ``name`` of a node's state, created as zeros on the node's first step."""
+    value = state.get(name)
+    if value is None:
+        value = state[name] = np.zeros_like(like)
+    return value

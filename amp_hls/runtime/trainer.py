@@ -28,7 +28,7 @@ from ..numerics import NumericConfig
 from .engine import Engine
 from .optim import Optimizer, OptimizerConfig
 
-CHECKPOINT_VERSION = 2
+CHECKPOINT_VERSION = 3  # 3: no serving-order RNG state (the engine's order is deterministic)
 KEY_SPACE = 1 << 32
 
 
@@ -235,15 +235,19 @@ class Trainer(TrainerBase):
         on_finish: Callable[[int], None] | None = None,
     ) -> None:
         """Admit ``examples`` while fewer than ``window`` are in flight; run until all finish."""
-        i = 0
-        while i < len(examples) or engine.active_keys:
-            while i < len(examples) and engine.active_keys < window:
-                engine.inject(self._key(), self.entry.inputs(self.graph, examples[i]))
+        i, n = 0, len(examples)
+        inputs, step = self.entry.inputs, engine.step
+        while i < n or engine.active_keys:
+            while i < n and engine.active_keys < window:
+                engine.inject(self._key(), inputs(self.graph, examples[i]))
                 i += 1
-            finished = engine.step()
-            if on_finish is not None and finished:
-                on_finish(len(finished))
-            if not finished and engine.idle and engine.active_keys:
+            finished = step()
+            while not finished and not engine.idle:  # nothing to admit until a key finishes
+                finished = step()
+            if finished:
+                if on_finish is not None:
+                    on_finish(len(finished))
+            elif engine.active_keys:
                 raise AmpHlsError("engine stalled with instances in flight (a join never completed)")
 
     def train_epoch(self, progress: Callable[[int], None] | None = None) -> tuple[float, float]:
@@ -267,9 +271,6 @@ class Trainer(TrainerBase):
 
     def evaluate(self, examples: Sequence[Example]) -> Evaluation:
         """Forward only (no caching) on the current weights; the same weights give the same numbers."""
-        # A fresh serving order per call: evaluation never depends on earlier evaluations, so a
-        # resumed run reproduces the validation losses of a straight one bit for bit.
-        self.eval_engine.order_rng = np.random.default_rng(self.config.seed + 1)
         for kernel in self.eval_engine.kernels.values():
             if isinstance(kernel, ParamKernel):
                 kernel.set_params(self.engine.kernels[kernel.name].params)  # type: ignore[attr-defined]
@@ -310,7 +311,6 @@ class Trainer(TrainerBase):
             "train_s": self.train_s,
             "next_key": self.next_key,
             "rng": self.rng.bit_generator.state,
-            "engine_rng": self.engine.order_rng.bit_generator.state,
             "optimizer_steps": self.optimizer.steps,
             "versions": {k.name: k.version for k in self.param_kernels},
             "n_grads": {k.name: k.n_grads for k in self.param_kernels},
@@ -356,7 +356,6 @@ class Trainer(TrainerBase):
         trainer.train_s = meta["train_s"]
         trainer.next_key = meta["next_key"]
         trainer.rng.bit_generator.state = meta["rng"]
-        trainer.engine.order_rng.bit_generator.state = meta["engine_rng"]
         trainer.history = [EpochRecord(**r) for r in meta["history"]]
         return trainer
 
