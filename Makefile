@@ -50,7 +50,7 @@ staleness-quick: $(BENCH_STAMP)
 
 # Distributed A-SGD (GPU A-SGD's study, small): workers x n_sync under mpiexec, the earlier
 # gradient-only workers side by side, a warm start; bench/results/distributed.json and
-# distributed_<model>.png. About 30 minutes on 2 cores (see docs/distributed.md).
+# distributed_<model>.png. About 10-15 minutes on 2 cores (see docs/distributed.md).
 distributed: setup
 	$(BIN)/python -m bench.distributed --variants local grad-only unbounded
 

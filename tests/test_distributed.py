@@ -93,3 +93,9 @@ def test_server_checkpoint_resumes_and_warm_start_loads(tmp_path):
     assert run.returncode == 0
     assert any("warm start" in e for e in warm["events"])
     assert warm["history"][0]["val_metric"] > 0.8  # already trained before the first update
+
+
+def test_the_jobs_mak_is_split_over_the_workers():
+    from amp_hls.distributed import worker_mak
+
+    assert [worker_mak(16, w) for w in (1, 2, 3, 4, 32)] == [16, 8, 6, 4, 1]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 
 from ..errors import AmpHlsError
 from ..models import MODELS
@@ -27,6 +28,11 @@ def max_unconfirmed(n_sync: int) -> int:
     """How many of its dumps a worker may have ahead of the server's weights before it waits:
     room for two sync intervals, and never fewer than 64 (bounded staleness)."""
     return max(2 * n_sync, 64)
+
+
+def worker_mak(mak: int, workers: int) -> int:
+    """Each worker's share of the job's ``mak`` instances in flight (at least one)."""
+    return max(1, -(-mak // workers))
 
 
 def run_distributed(args: argparse.Namespace) -> int:
@@ -71,6 +77,10 @@ def run_distributed(args: argparse.Namespace) -> int:
             sys.stdout.flush()
             os._exit(0)
         return 0
+    # --mak is the whole job's instances in flight, split over the workers: each worker's
+    # in-flight instances see the others' updates too, so W workers at a single trainer's mak
+    # each would multiply the staleness the model was tuned for by W
+    config = replace(config, mak=worker_mak(config.mak, comm.Get_size() - 1))
     die = None
     spec = os.environ.get(FAIL_ENV, "")
     if spec:
