@@ -17,7 +17,7 @@ import importlib
 from types import ModuleType
 
 from ..errors import AmpHlsError
-from ..ir import GraphCore
+from ..ir import GraphCore, Node
 
 
 def kind_model(kind: str) -> ModuleType:
@@ -38,3 +38,17 @@ def message_cycles(graph: GraphCore, name: str, options, port: str, rows: int) -
     in_specs = [graph.input_spec(name, i) for i in range(node.n_inputs)]
     out_specs = [graph.spec(name, j) for j in range(node.n_outputs)]
     return int(kind_model(node.kind).message_cycles(node, in_specs, out_specs, options, port, rows))
+
+
+def input_ports(node: Node) -> tuple[str, ...]:
+    """The streams a kernel reads: forward inputs, then incoming gradients."""
+    return (*(f"in{i}" for i in range(node.n_inputs)), *(f"out{j}_grad" for j in range(node.n_outputs)))
+
+
+def check_port(node: Node, port: str, rows: int) -> None:
+    """AmpHlsError unless ``port`` is one the node reads and ``rows`` a possible row count."""
+    ports = input_ports(node)
+    if port not in ports:
+        raise AmpHlsError(f"{node.kind} node '{node.name}' has no input port {port!r} (it reads {ports})")
+    if rows < 1:
+        raise AmpHlsError(f"{node.kind} node '{node.name}': a message has at least one row, not {rows}")

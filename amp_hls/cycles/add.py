@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import AmpHlsError
 from ..ir import EdgeSpec, Node
 from ..wire import Kind, beats_per_row
+from . import check_port
 
 PART_CYCLES = 4  # S_IDLE, S_HDR, S_STATE, S_LOOK
 EMIT_CYCLES = 2  # S_OHDR, S_OSTATE (forward) or S_GHDR, S_GSTATE (backward)
@@ -25,11 +25,7 @@ EMIT_CYCLES = 2  # S_OHDR, S_OSTATE (forward) or S_GHDR, S_GSTATE (backward)
 def join_ports(node: Node, port: str, rows: int) -> bool:
     """Whether ``port`` is a forward input (else the gradient input); AmpHlsError for a port the
     node lacks or a row count below one."""
-    ports = [f"in{i}" for i in range(node.n_inputs)] + ["out0_grad"]
-    if port not in ports:
-        raise AmpHlsError(f"{node.kind} node '{node.name}' has no input port {port!r} (it reads {ports})")
-    if rows < 1:
-        raise AmpHlsError(f"{node.kind} node '{node.name}': a message has at least one row, not {rows}")
+    check_port(node, port, rows)
     return port != "out0_grad"
 
 

@@ -11,25 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import AmpHlsError
 from ..ir import EdgeSpec, Node
 from ..wire import Kind, beats_per_row
+from . import check_port
 
 CONTROL_CYCLES = 5  # S_IDLE, S_HDR, S_STATE, S_OHDR, S_OSTATE
-
-
-def input_ports(node: Node) -> tuple[str, ...]:
-    """The streams a kernel reads: forward inputs, then incoming gradients."""
-    return (*(f"in{i}" for i in range(node.n_inputs)), *(f"out{j}_grad" for j in range(node.n_outputs)))
-
-
-def check_port(node: Node, port: str, rows: int) -> None:
-    """AmpHlsError unless ``port`` is one the node reads and ``rows`` a possible row count."""
-    ports = input_ports(node)
-    if port not in ports:
-        raise AmpHlsError(f"{node.kind} node '{node.name}' has no input port {port!r} (it reads {ports})")
-    if rows < 1:
-        raise AmpHlsError(f"{node.kind} node '{node.name}': a message has at least one row, not {rows}")
 
 
 def pass_through_cycles(node: Node, in_specs: Sequence[EdgeSpec], port: str, rows: int) -> int:

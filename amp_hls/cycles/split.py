@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from ..ir import EdgeSpec, Node
 from ..wire import Kind, beats_per_row
-from .isu import check_port
+from . import check_port
 
 CONTROL_CYCLES = 4  # S_IDLE, S_HDR, S_STATE, S_LOOK
 WRITE_CYCLES = 2  # S_OHDR, S_OSTATE of each message written
