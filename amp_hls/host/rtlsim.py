@@ -40,7 +40,9 @@ from .device import Device, DeviceError, DeviceTimeout
 
 HARNESS = ("rtlsim", "amp_rtlsim.cpp")  # under hw/
 PREFIX = "Vamp_top"  # the model's class name, whatever the top is called: the harness includes it
-CXXFLAGS = "-O2 -fPIC -std=c++17"
+BACKPRESSURE_BITS = 16  # back-pressure draws: random bits per cycle, compared with a threshold
+FULL = 1 << BACKPRESSURE_BITS  # the threshold that always passes
+CXXFLAGS = f"-O2 -fPIC -std=c++17 -DAMP_BACKPRESSURE_BITS={BACKPRESSURE_BITS}"
 VERILATOR_FLAGS = (
     # --flatten inlines every module, so the whole design state sits in the root object the
     # harness compares to detect idleness.
@@ -51,7 +53,6 @@ VERILATOR_FLAGS = (
     "-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O2 OPT_SLOW=-O1 OPT_GLOBAL=-O2",
 )
 CYCLES_PER_CALL = 50_000  # tens of milliseconds of simulation between deadline checks
-FULL = 65536  # back-pressure thresholds are out of 65536
 
 
 class RtlsimBuildError(DeviceError):

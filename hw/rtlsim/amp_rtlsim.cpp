@@ -29,6 +29,8 @@ constexpr int RESET_CYCLES = 8;
 constexpr long FIRST_CHECK = 4;    // quiet cycles before the first idle check
 constexpr long MAX_CHECK = 1024;  // the longest quiet stretch between checks
 constexpr uint8_t FULL_KEEP = 0xFF;
+// draws of AMP_BACKPRESSURE_BITS random bits (set by amp_hls.host.rtlsim) against thresholds
+constexpr uint32_t FULL = 1u << AMP_BACKPRESSURE_BITS;  // the threshold that always passes
 
 struct Beat {
     uint64_t data;
@@ -44,8 +46,8 @@ struct Sim {
     unsigned long long cycles = 0;
     unsigned long long since_beat = 0;  // cycles since a beat last crossed host_in or host_out
     // Back-pressure: a host_in beat is offered, and host_out is ready, on a cycle when a draw of
-    // 16 random bits falls below the threshold (65536 = always, 0 = never).
-    uint32_t in_valid = 65536, out_ready = 65536;
+    // AMP_BACKPRESSURE_BITS random bits falls below the threshold (FULL = always, 0 = never).
+    uint32_t in_valid = FULL, out_ready = FULL;
     bool offered = false;  // host_in offered its beat last cycle and it was not taken
     uint64_t rng = 0x9E3779B97F4A7C15ull;
     std::string error;
@@ -58,7 +60,7 @@ struct Sim {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
-        return static_cast<uint32_t>(rng >> 48);
+        return static_cast<uint32_t>(rng >> (64 - AMP_BACKPRESSURE_BITS));
     }
 
     void clock() {
@@ -98,7 +100,7 @@ struct Sim {
         bool armed = false;  // a snapshot was taken at the end of the previous (quiet) cycle
         for (long c = 0; c < max_cycles; ++c) {
             // AXI-stream: a beat once offered stays offered until taken.
-            const bool offer = !in.empty() && (offered || in_valid >= 65536 || draw() < in_valid);
+            const bool offer = !in.empty() && (offered || in_valid >= FULL || draw() < in_valid);
             top->host_in_TVALID = offer;
             if (offer) {
                 top->host_in_TDATA = in.front().data;
@@ -106,7 +108,7 @@ struct Sim {
             }
             // While quiet, TREADY holds steady (it matters only when host_out offers a beat), so
             // the inputs of two quiet cycles are equal and their states can be compared.
-            const bool ready = out_ready > 0 && (quiet > 0 || out_ready >= 65536 || draw() < out_ready);
+            const bool ready = out_ready > 0 && (quiet > 0 || out_ready >= FULL || draw() < out_ready);
             top->host_out_TREADY = ready;
             top->ap_clk = 0;
             top->eval();
@@ -203,7 +205,7 @@ unsigned long long amp_since_beat(void* h) { return static_cast<Sim*>(h)->since_
 
 const char* amp_error(void* h) { return static_cast<Sim*>(h)->error.c_str(); }
 
-// Back-pressure as thresholds out of 65536 (65536: every cycle, 0: never), and the draws' seed.
+// Back-pressure as thresholds out of FULL (FULL: every cycle, 0: never), and the draws' seed.
 void amp_set_backpressure(void* h, unsigned in_valid, unsigned out_ready, unsigned long long seed) {
     Sim* sim = static_cast<Sim*>(h);
     sim->in_valid = in_valid;
