@@ -8,6 +8,8 @@ import pytest
 from amp_hls.errors import KernelError
 from amp_hls.ir import Graph, S, inc
 from amp_hls.kernels import LinearKernel, LossKernel
+from amp_hls.kernels.base import Packed
+from amp_hls.message import Message
 from amp_hls.models import MODELS
 from amp_hls.numerics import NumericConfig
 from amp_hls.runtime import Engine
@@ -16,10 +18,10 @@ FIXED = NumericConfig("fixed")
 
 
 def _run(model: str, numerics: NumericConfig, n: int = 12, seed: int = 0, max_batch: int = 256,
-         train: bool = True, weights_of: Engine | None = None) -> Engine:
+         train: bool = True, weights_of: Engine | None = None, packed: bool = True) -> Engine:
     entry = MODELS[model]
     graph = entry.build()
-    engine = Engine(graph, numerics, seed=seed, max_batch=max_batch, train=train)
+    engine = Engine(graph, numerics, seed=seed, max_batch=max_batch, train=train, packed=packed)
     if weights_of is not None:
         for name, kernel in engine.kernels.items():
             if isinstance(kernel, LinearKernel):
@@ -67,6 +69,50 @@ def test_fixed_point_results_do_not_depend_on_schedule_or_batching(model):
                     np.testing.assert_array_equal(grad, other.kernels[name].grads[key])
 
 
+@pytest.mark.parametrize("model", ["mlp", "list-rnn", "tree-rnn", "ggsnn-babi15"])
+@pytest.mark.parametrize("mode", ["float", "fixed"])
+@pytest.mark.parametrize("max_batch", [256, 5])
+def test_packed_batches_change_no_kernel_call_and_no_bit(model, mode, max_batch):
+    """Packing only saves Python work: the same kernel calls on the same batches, the same numbers
+    (max_batch 5 cuts packed batches in two)."""
+    packed = _run(model, NumericConfig(mode), n=24, max_batch=max_batch)
+    plain = _run(model, NumericConfig(mode), n=24, max_batch=max_batch, packed=False)
+    assert packed.stats == plain.stats
+    assert packed.counts == plain.counts
+    assert _losses(packed) == _losses(plain)
+    for name, kernel in packed.kernels.items():
+        if isinstance(kernel, LinearKernel):
+            for key, grad in kernel.grads.items():
+                np.testing.assert_array_equal(grad, plain.kernels[name].grads[key])
+    assert packed.conservation_report() == []
+
+
+def test_packed_batches_really_travel():
+    entry = MODELS["list-rnn"]
+    graph = entry.build()
+    engine = Engine(graph)
+    for key, example in enumerate(entry.data(0).train[:8]):
+        engine.inject(key, entry.inputs(graph, example))
+    seen = 0
+    while not engine.idle:
+        seen += sum(type(item) is Packed for items in engine.inboxes.values() for item in items)
+        engine.step()
+    assert seen > 0
+
+
+def test_only_plain_messages_leave_an_engine():
+    """Kernels with a route out of the engine emit messages, so the outbox never holds a batch."""
+    entry = MODELS["list-rnn"]
+    graph = entry.build()
+    host = Engine(graph, members=set(graph.nodes) - {"rnn"})
+    assert not host.kernels["step_in"].packed and host.kernels["head"].packed
+    for key, example in enumerate(entry.data(0).train[:8]):
+        host.inject(key, entry.inputs(graph, example))
+    host.run()
+    out = host.take_outbox()
+    assert len(out) == 8 and all(type(msg) is Message for _, msg in out)
+
+
 def test_batching_happens_when_messages_wait():
     engine = _run("list-rnn", NumericConfig(), n=16)
     assert engine.stats.batches["rnn"] < engine.counts["rnn"].fwd_in + engine.counts["rnn"].bwd_in
@@ -79,7 +125,7 @@ def test_the_fullest_inbox_is_served_first():
     for key, example in enumerate(entry.data(0).train[:6]):
         engine.inject(key, entry.inputs(graph, example))
     while not engine.idle:
-        sizes = {inbox: len(msgs) for inbox, msgs in engine.inboxes.items()}
+        sizes = engine.inbox_sizes()
         calls = dict(engine.stats.batches)
         engine.step()
         served = next(n for n, c in engine.stats.batches.items() if c != calls.get(n, 0))

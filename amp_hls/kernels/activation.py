@@ -7,10 +7,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..ir import Activation, GraphCore, Node
-from ..message import Message
+from ..message import Direction, Message
 from ..numerics import NumericConfig, SaturationCounter, activation_table, narrow, round_shift
-from .base import Emit, Kernel, TagCache, backward_msg, forward_msg, split_rows, stack_rows
+from .base import Emit, Kernel, TagCache, split_rows, stack_rows, tags_of
 from .common import check_grad, check_grads, check_inputs
+
+FWD, BWD = Direction.FWD, Direction.BWD
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -46,12 +48,11 @@ class ActivationKernel(Kernel):
 
     def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
         check_inputs(self, port, msgs)
-        x, splits = stack_rows(msgs)
+        x, offsets = stack_rows(msgs)
         y = self._apply(x)
-        parts = split_rows(y, splits)
         if train:
-            self.cache.put_all(msgs, [m.payload for m in msgs] if self.fn == "relu" else parts)
-        return [(0, forward_msg(m.tag, part)) for m, part in zip(msgs, parts)]
+            self.cache.put_all(msgs, split_rows(x if self.fn == "relu" else y, offsets))
+        return self.emit_rows(0, tags_of(msgs), FWD, y, offsets)
 
     def _apply(self, x: np.ndarray) -> np.ndarray:
         if self.fn == "relu":
@@ -66,11 +67,11 @@ class ActivationKernel(Kernel):
         saved: list[np.ndarray] = self.cache.take_all(msgs)  # type: ignore[assignment]
         dy, splits = stack_rows(msgs)
         c = saved[0] if len(saved) == 1 else np.concatenate(saved, axis=0)
-        if c.shape != dy.shape or [a.shape[0] for a in saved] != [m[2].shape[0] for m in msgs]:
+        if c.shape != dy.shape or [a.shape[0] for a in saved] != [b - a for a, b in zip(splits, splits[1:])]:
             for m, cached in zip(msgs, saved):  # raises, naming the first tag that does not fit
                 check_grad(self, m, cached.shape)
         dx = self._derivative(c, dy)
-        return [(0, backward_msg(m.tag, part)) for m, part in zip(msgs, split_rows(dx, splits))]
+        return self.emit_rows(0, tags_of(msgs), BWD, dx, splits)
 
     def _derivative(self, c: np.ndarray, dy: np.ndarray) -> np.ndarray:
         """``dx`` from the cached input (relu) or output (tanh, sigmoid) ``c``."""

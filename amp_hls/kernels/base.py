@@ -16,12 +16,18 @@ batching); results must not depend on how messages are batched.
 Every forward message a node receives in training is answered by exactly one backward message on
 the same edge with the same tag (conservation); ``pending()`` counts what a kernel still holds
 (cached activations, half-complete joins) and is zero when a run has finished cleanly.
+
+An engine may switch a kernel to *packed* output (``Kernel.packed``): it then emits a whole batch
+as one ``Packed`` (the tags, and the payload rows stacked in one array) instead of one message
+per tag, and the next kernel takes that batch without stacking it again. Cutting a batch into
+messages and stacking it back costs more than the arithmetic on the small payloads of dynamic
+models; a ``Packed`` still reads as a sequence of messages, so any kernel takes either form.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate
 
 import numpy as np
@@ -32,7 +38,7 @@ from ..ir.nodes import EdgeSpec
 from ..message import Direction, Message, Tag
 from ..numerics import NumericConfig, SaturationCounter
 
-Emit = tuple[int, Message]
+Emit = tuple[int, "Message | Packed"]
 
 
 class Kernel:
@@ -46,6 +52,9 @@ class Kernel:
     # True where every forward and backward message is answered by exactly one message of the
     # same instance key and direction (the engine then skips its per-key bookkeeping).
     same_keys = False
+    # Emit ``Packed`` batches (``emit_rows``); an engine turns it on where every route of the
+    # kernel stays inside the engine, so messages leaving it are always plain messages.
+    packed = False
 
     def __init__(
         self,
@@ -85,6 +94,18 @@ class Kernel:
     def error(self, message: str) -> KernelError:
         return KernelError(f"node '{self.name}': {message}")
 
+    def emit_rows(
+        self, port: int, tags: list[Tag], direction: Direction, rows: np.ndarray, offsets: Sequence[int]
+    ) -> list[Emit]:
+        """Messages ``tags[i]`` with rows ``offsets[i]:offsets[i+1]`` of ``rows``, all leaving by
+        ``port``: one ``Packed`` when packed output is on, else one message per tag."""
+        if self.packed and len(tags) > 1:
+            return [(port, Packed(tags, direction, rows, offsets))]
+        return [
+            (port, _new_tuple(Message, (tag, direction, part)))
+            for tag, part in zip(tags, split_rows(rows, offsets))
+        ]
+
     def check_payload(self, msg: Message, spec: EdgeSpec, port: int) -> None:
         """Reject a payload whose shape breaks the edge's spec (never silently reshape)."""
         p = msg.payload
@@ -92,6 +113,71 @@ class Kernel:
             raise self.error(
                 f"in{port}: payload of shape {p.shape} does not fit {spec} (tag {msg.tag})"
             )
+
+
+class Packed:
+    """Messages of one direction travelling together: message ``i`` is ``tags[i]`` with the rows
+    ``offsets[i]:offsets[i+1]`` of ``rows``. Reads as a sequence of ``Message``; ``stack_rows``
+    hands its rows back without copying. Never holds fewer than two messages (a lone message
+    travels as itself), so an engine tells a list of plain messages by its length alone."""
+
+    __slots__ = ("tags", "direction", "rows", "offsets")
+
+    def __init__(self, tags: list[Tag], direction: Direction, rows: np.ndarray, offsets: Sequence[int]):
+        self.tags = tags
+        self.direction = direction
+        self.rows = rows
+        self.offsets = offsets
+
+    def __len__(self) -> int:
+        return len(self.tags)
+
+    def __getitem__(self, i: int) -> Message:
+        o = self.offsets
+        return _new_tuple(Message, (self.tags[i], self.direction, self.rows[o[i] : o[i + 1]]))
+
+    def __iter__(self) -> Iterator[Message]:
+        d = self.direction
+        for tag, part in zip(self.tags, split_rows(self.rows, self.offsets)):
+            yield _new_tuple(Message, (tag, d, part))
+
+    def part(self, lo: int, hi: int) -> Sequence[Message]:
+        """Messages ``lo:hi`` (a ``Packed`` again, or a list when fewer than two)."""
+        if hi - lo < 2:
+            return [self[i] for i in range(lo, hi)]
+        o = self.offsets
+        base = o[lo]
+        return Packed(self.tags[lo:hi], self.direction, self.rows[base : o[hi]], [x - base for x in o[lo : hi + 1]])
+
+
+def tags_of(msgs: Sequence[Message]) -> list[Tag]:
+    """The tags of a batch, in order."""
+    if type(msgs) is Packed:
+        return msgs.tags
+    return [m[0] for m in msgs]
+
+
+def merge(items: Sequence[Message | Packed], direction: Direction) -> Sequence[Message]:
+    """Waiting items (messages and ``Packed`` batches, in arrival order) as one batch: the
+    list itself when it holds messages only, else one ``Packed`` (one ``np.concatenate``)."""
+    if len(items) == 1 and type(items[0]) is Packed:
+        return items[0]
+    if not any(type(item) is Packed for item in items):
+        return items  # type: ignore[return-value]
+    tags: list[Tag] = []
+    arrays: list[np.ndarray] = []
+    offsets = [0]
+    for item in items:
+        if type(item) is Packed:
+            tags.extend(item.tags)
+            base = offsets[-1]
+            offsets.extend([base + x for x in item.offsets[1:]] if base else item.offsets[1:])
+            arrays.append(item.rows)
+        else:
+            tags.append(item[0])
+            arrays.append(item[2])
+            offsets.append(offsets[-1] + item[2].shape[0])
+    return Packed(tags, direction, np.concatenate(arrays, axis=0), offsets)
 
 
 class TagCache:
@@ -110,7 +196,7 @@ class TagCache:
     def put_all(self, msgs: Sequence[Message], values: Iterable[object]) -> None:
         """``put`` for every message's tag, in one dict update (a duplicate is still refused)."""
         entries = self.entries
-        tags = [m[0] for m in msgs]
+        tags = tags_of(msgs)
         if not entries.keys().isdisjoint(tags) or len(set(tags)) != len(tags):
             for tag, value in zip(tags, values):  # raises at the first duplicate
                 self.put(tag, value)
@@ -120,7 +206,7 @@ class TagCache:
         """``take`` for every message's tag."""
         pop = self.entries.pop
         try:
-            return [pop(m[0]) for m in msgs]
+            return [pop(tag) for tag in tags_of(msgs)]
         except KeyError as exc:
             raise self.owner.error(f"{self.what}: no forward entry for tag {exc.args[0]}") from None
 
@@ -138,28 +224,39 @@ class TagCache:
         return len(self.entries)
 
 
+Joined = tuple[Tag, list[np.ndarray]]  # a complete join: its tag and one payload per port
+
+
 class JoinBuffer:
-    """Waits for one message per port with equal tags; returns the complete sets in arrival order."""
+    """Waits for one message per port with equal tags; returns the complete sets in arrival order,
+    each as its tag and the payloads in port order."""
 
     def __init__(self, owner: Kernel, arity: int, what: str = "join"):
         self.owner = owner
         self.arity = arity
         self.what = what
-        self.slots: dict[Tag, list[Message | None]] = {}
+        # tag -> the payloads so far by port (None: still to come), then the count still to come
+        self.slots: dict[Tag, list] = {}
 
-    def add(self, port: int, msgs: Sequence[Message]) -> list[list[Message]]:
-        complete = []
+    def add(self, port: int, msgs: Sequence[Message]) -> list[Joined]:
+        complete: list[Joined] = []
         slots, arity = self.slots, self.arity
-        for msg in msgs:
-            tag = msg[0]
+        if type(msgs) is Packed:
+            arrivals: Iterable[tuple[Tag, np.ndarray]] = zip(msgs.tags, split_rows(msgs.rows, msgs.offsets))
+        else:
+            arrivals = [(m[0], m[2]) for m in msgs]
+        for tag, payload in arrivals:
             slot = slots.get(tag)
             if slot is None:
-                slot = slots[tag] = [None] * arity
+                slot = slots[tag] = [None] * arity + [arity]
             elif slot[port] is not None:
                 raise self.owner.error(f"{self.what}: second message for tag {tag} on port {port}")
-            slot[port] = msg
-            if None not in slot:
-                complete.append(slots.pop(tag))  # type: ignore[arg-type]
+            slot[port] = payload
+            slot[-1] -= 1
+            if not slot[-1]:
+                del slots[tag]
+                slot.pop()
+                complete.append((tag, slot))
         return complete
 
     def __len__(self) -> int:
@@ -185,6 +282,8 @@ def make_tag(key: int, state: tuple[int, ...]) -> Tag:
 
 def stack_rows(msgs: Sequence[Message]) -> tuple[np.ndarray, list[int]]:
     """All payload rows of ``msgs`` in one array, plus the row offsets to undo it with ``split_rows``."""
+    if type(msgs) is Packed:
+        return msgs.rows, msgs.offsets  # type: ignore[return-value]
     payloads = [m[2] for m in msgs]
     offsets = [0, *accumulate([p.shape[0] for p in payloads])]
     if len(payloads) == 1:

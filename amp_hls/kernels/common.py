@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import accumulate
 
 import numpy as np
 
-from ..message import Message
+from ..message import Message, Tag
 from ..numerics import Precision, saturate
-from .base import Kernel, stack_rows
+from .base import Joined, Kernel
 
 
 def check_inputs(kernel: Kernel, port: int, msgs: Sequence[Message]) -> None:
@@ -36,32 +37,27 @@ def check_grads(kernel: Kernel, port: int, msgs: Sequence[Message]) -> None:
             )
 
 
-def index_rows(kernel: Kernel, msg: Message, port: int) -> np.ndarray:
+def index_rows(kernel: Kernel, payload: np.ndarray, tag: Tag, port: int) -> np.ndarray:
     """An index payload as int64; anything else is a wiring or host bug, not a value to scale."""
-    p = np.asarray(msg.payload)
-    if not np.issubdtype(p.dtype, np.integer):
-        raise kernel.error(f"in{port}: index payload of dtype {p.dtype} (tag {msg.tag})")
+    p = np.asarray(payload)
+    if p.dtype.kind not in "iu":
+        raise kernel.error(f"in{port}: index payload of dtype {p.dtype} (tag {tag})")
     return p.astype(np.int64, copy=False)
 
 
-def same_rows(kernel: Kernel, msgs: Sequence[Message]) -> int:
-    """The common row count of a complete join, or a ``KernelError`` naming the tag."""
-    rows = {m.rows for m in msgs}
-    if len(rows) != 1:
-        counts = [m.rows for m in msgs]
-        raise kernel.error(f"joined messages of tag {msgs[0].tag} differ in rows: {counts}")
-    return rows.pop()
-
-
-def stack_ports(kernel: Kernel, complete: list[list[Message]]) -> tuple[list[np.ndarray], list[int]]:
+def stack_ports(kernel: Kernel, complete: list[Joined]) -> tuple[list[np.ndarray], list[int]]:
     """Complete joins as one row-stacked array per port, plus the row offsets of the sets, so an
     elementwise kernel handles them all in one call; a ``KernelError`` if a set's rows differ."""
-    stacked = [stack_rows([parts[i] for parts in complete]) for i in range(len(complete[0]))]
-    offsets = stacked[0][1]
-    if any(s[1] != offsets for s in stacked[1:]):
-        for parts in complete:  # names the first tag whose rows differ
-            same_rows(kernel, parts)
-    return [s[0] for s in stacked], offsets
+    rows = [parts[0].shape[0] for _, parts in complete]
+    stacked = []
+    for i in range(len(complete[0][1])):
+        arrays = [parts[i] for _, parts in complete]
+        if i and [a.shape[0] for a in arrays] != rows:
+            tag, parts = next((t, p) for t, p in complete if len({a.shape[0] for a in p}) > 1)
+            counts = [a.shape[0] for a in parts]
+            raise kernel.error(f"joined messages of tag {tag} differ in rows: {counts}")
+        stacked.append(arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=0))
+    return stacked, [0, *accumulate(rows)]
 
 
 def exact_sum(

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 import numpy as np
 
 from ..ir import GraphCore, Loss, Node, Source
-from ..message import Message, Tag
+from ..message import Direction, Message, Tag
 from ..numerics import NumericConfig, SaturationCounter, dequantize, quantize
 from .base import (
     Emit,
@@ -17,10 +18,8 @@ from .base import (
     TagCache,
     backward_msg,
     forward_msg,
-    split_rows,
-    stack_rows,
 )
-from .common import check_grads, check_inputs, index_rows, zero_grad
+from .common import check_grads, check_inputs, index_rows, stack_ports, zero_grad
 
 
 class SourceKernel(Kernel):
@@ -145,30 +144,27 @@ class LossKernel(Kernel):
         pairs = self.join.add(port, msgs)
         if not pairs:
             return []
-        preds, targets = [p for p, _ in pairs], [t for _, t in pairs]
-        p_rows, offsets = stack_rows(preds)
-        t_rows, t_offsets = stack_rows(targets)
-        if t_offsets != offsets:
-            pred, target = next((p, t) for p, t in pairs if p.rows != t.rows)
-            raise self.error(f"prediction has {pred.rows} rows, target {target.rows} (tag {pred.tag})")
-        dy = split_rows(self._evaluate(preds, p_rows, targets, t_rows, offsets), offsets)
+        tags = [tag for tag, _ in pairs]
+        targets = [t for _, (_, t) in pairs]
+        if any(t.dtype.kind not in "iu" for t in targets) and self.node.fn != "mse":
+            for tag, t in zip(tags, targets):
+                index_rows(self, t, tag, 1)  # raises, naming the tag: not an index payload
+        (p_rows, t_rows), offsets = stack_ports(self, pairs)
+        dy = self._evaluate(tags, p_rows, t_rows, offsets)
         if not train:
             return []
-        out: list[Emit] = []
-        for (pred, target), g in zip(pairs, dy):
-            out.append((0, backward_msg(pred.tag, g)))
-            out.append((1, backward_msg(target.tag, zero_grad(self, target))))
-        return out
+        t_offsets = [0, *accumulate(t.shape[0] for t in targets)]
+        return [
+            *self.emit_rows(0, tags, Direction.BWD, dy, offsets),
+            *self.emit_rows(1, tags, Direction.BWD, self.zeros(t_offsets[-1], t_rows.shape[1]), t_offsets),
+        ]
 
     def _real(self, payload: np.ndarray) -> np.ndarray:
         if self.fixed:
             return dequantize(payload, self.numerics.data)
         return np.array(payload, dtype=np.float64)  # a copy: records outlive the message
 
-    def _evaluate(
-        self, preds: list[Message], p_rows: np.ndarray, targets: list[Message], t_rows: np.ndarray,
-        offsets: list[int],
-    ) -> np.ndarray:
+    def _evaluate(self, tags: list[Tag], p_rows: np.ndarray, t_rows: np.ndarray, offsets: list[int]) -> np.ndarray:
         """Record the loss of every instance (a sum over its rows) and return the gradient rows
         in the payload format; row by row, so batching changes nothing."""
         p = self._real(p_rows)
@@ -177,16 +173,13 @@ class LossKernel(Kernel):
             t = self._real(t_rows)
             diff = p - t
             losses = 0.5 * np.add.reduceat(np.sum(diff * diff, axis=1), starts)
-            dy, correct = diff, [None] * len(preds)
+            dy, correct = diff, [None] * len(tags)
         else:
-            for m in targets:
-                if m[2].dtype.kind not in "iu":
-                    index_rows(self, m, 1)  # raises, naming the tag: not an index payload
             t = t_rows.astype(np.int64, copy=False)
             labels = t[:, 0]
             bad = (labels < 0) | (labels >= p.shape[1])
             if np.any(bad):
-                tag = preds[int(np.searchsorted(offsets, np.argmax(bad), side="right")) - 1].tag
+                tag = tags[int(np.searchsorted(offsets, np.argmax(bad), side="right")) - 1]
                 raise self.error(f"target class outside [0, {p.shape[1]}) (tag {tag})")
             z = p - p.max(axis=1, keepdims=True)
             logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
@@ -196,9 +189,9 @@ class LossKernel(Kernel):
             dy[rows, labels] -= 1.0
             right = np.logical_and.reduceat(np.argmax(p, axis=1) == labels, starts)
             correct = [bool(c) for c in right]
-        for k, m in enumerate(preds):
+        for k, tag in enumerate(tags):
             lo, hi = offsets[k], offsets[k + 1]
-            self.results.append(LossRecord(m.tag, float(losses[k]), p[lo:hi], t[lo:hi], correct[k]))
+            self.results.append(LossRecord(tag, float(losses[k]), p[lo:hi], t[lo:hi], correct[k]))
         if self.fixed:
             return quantize(dy, self.numerics.grads, self.counter, self.site("bwd"))
         return dy.astype(self.dtype)

@@ -7,20 +7,23 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..ir import GraphCore, Node
-from ..message import Message
+from ..message import Direction, Message
 from ..numerics import NumericConfig, SaturationCounter, narrow
 from .base import (
     Emit,
     JoinBuffer,
+    Joined,
     Kernel,
+    Packed,
     TagCache,
     backward_msg,
     column_bounds,
-    forward_msg,
-    split_rows,
     stack_rows,
+    tags_of,
 )
 from .common import check_grad, check_grads, check_inputs, exact_sum, stack_ports
+
+FWD, BWD = Direction.FWD, Direction.BWD
 
 
 class JoinKernel(Kernel):
@@ -45,9 +48,9 @@ class JoinKernel(Kernel):
             return []
         xs, offsets = stack_ports(self, complete)
         y = self.combine(xs, complete, train)
-        return [(0, forward_msg(p[0].tag, part)) for p, part in zip(complete, split_rows(y, offsets))]
+        return self.emit_rows(0, [tag for tag, _ in complete], FWD, y, offsets)
 
-    def combine(self, xs: list[np.ndarray], complete: list[list[Message]], train: bool) -> np.ndarray:
+    def combine(self, xs: list[np.ndarray], complete: list[Joined], train: bool) -> np.ndarray:
         """The output rows of every set in ``complete``, from the stacked inputs ``xs``."""
         raise NotImplementedError
 
@@ -60,11 +63,13 @@ class AddKernel(JoinKernel):
 
     kind = "add"
 
-    def combine(self, xs: list[np.ndarray], complete: list[list[Message]], train: bool) -> np.ndarray:
+    def combine(self, xs: list[np.ndarray], complete: list[Joined], train: bool) -> np.ndarray:
         return exact_sum(self, xs, self.numerics.data, "fwd")
 
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
         check_grads(self, port, msgs)
+        if self.packed and type(msgs) is Packed:
+            return [(i, msgs) for i in range(self.arity)]  # payloads are never written to
         return [(i, backward_msg(m.tag, m.payload)) for m in msgs for i in range(self.arity)]
 
 
@@ -87,10 +92,9 @@ class MulKernel(JoinKernel):
         super().__init__(node, graph, numerics, counter)
         self.cache = TagCache(self, "mul cache")
 
-    def combine(self, xs: list[np.ndarray], complete: list[list[Message]], train: bool) -> np.ndarray:
+    def combine(self, xs: list[np.ndarray], complete: list[Joined], train: bool) -> np.ndarray:
         if train:
-            for parts in complete:
-                self.cache.put(parts[0].tag, [m.payload for m in parts])
+            self.cache.put_all(complete, [parts for _, parts in complete])  # type: ignore[arg-type]
         return self._product(xs, "fwd")
 
     def _product(self, xs: list[np.ndarray], site: str) -> np.ndarray:
@@ -114,6 +118,7 @@ class MulKernel(JoinKernel):
         # elementwise, so one product over the stacked rows equals the per-message ones
         xs = [x[0] if len(saved) == 1 else np.concatenate(x, axis=0) for x in zip(*saved)]
         out: list[Emit] = []
+        tags = tags_of(msgs)
         for i in range(self.arity):
             others = self._product(xs[:i] + xs[i + 1 :], "bwd_prod")
             if self.fixed:
@@ -121,7 +126,7 @@ class MulKernel(JoinKernel):
                 dx = narrow(dy * others, f_d, self.numerics.grads, self.counter, self.site("bwd"))
             else:
                 dx = (dy * others).astype(self.dtype, copy=False)
-            out.extend((i, backward_msg(m.tag, part)) for m, part in zip(msgs, split_rows(dx, offsets)))
+            out.extend(self.emit_rows(i, tags, BWD, dx, offsets))
         return out
 
     def pending(self) -> int:
@@ -143,11 +148,14 @@ class ConcatKernel(JoinKernel):
         super().__init__(node, graph, numerics, counter)
         self.bounds = column_bounds([s.width for s in self.in_specs])
 
-    def combine(self, xs: list[np.ndarray], complete: list[list[Message]], train: bool) -> np.ndarray:
+    def combine(self, xs: list[np.ndarray], complete: list[Joined], train: bool) -> np.ndarray:
         return np.hstack(xs)
 
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
         check_grads(self, port, msgs)
+        if self.packed and type(msgs) is Packed:
+            dy, offsets, tags = msgs.rows, msgs.offsets, msgs.tags
+            return [(i, Packed(tags, BWD, dy[:, lo:hi], offsets)) for i, (lo, hi) in enumerate(self.bounds)]
         return [
             (i, backward_msg(m.tag, m.payload[:, lo:hi]))
             for m in msgs

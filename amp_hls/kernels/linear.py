@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..ir import GraphCore, Linear
-from ..message import Message
+from ..message import Direction, Message
 from ..numerics import (
     NumericConfig,
     SaturationCounter,
@@ -21,10 +21,9 @@ from .base import (
     Kernel,
     StalenessStats,
     TagCache,
-    backward_msg,
-    forward_msg,
     split_rows,
     stack_rows,
+    tags_of,
 )
 from .common import check_grads, check_inputs
 
@@ -120,12 +119,12 @@ class LinearKernel(ParamKernel):
 
     def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
         check_inputs(self, port, msgs)
-        x, splits = stack_rows(msgs)
+        x, offsets = stack_rows(msgs)
         y = self._affine(x)
         if train:
             version = self.version
-            self.cache.put_all(msgs, [(m[2], version) for m in msgs])
-        return [(0, forward_msg(m.tag, part)) for m, part in zip(msgs, split_rows(y, splits))]
+            self.cache.put_all(msgs, [(part, version) for part in split_rows(x, offsets)])
+        return self.emit_rows(0, tags_of(msgs), Direction.FWD, y, offsets)
 
     def _affine(self, x: np.ndarray) -> np.ndarray:
         if not self.fixed:
@@ -143,11 +142,11 @@ class LinearKernel(ParamKernel):
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
         check_grads(self, port, msgs)
         xs, versions = zip(*self.cache.take_all(msgs))  # type: ignore[call-overload]
-        if [x.shape[0] for x in xs] != [m[2].shape[0] for m in msgs]:
+        dy, splits = stack_rows(msgs)
+        if [x.shape[0] for x in xs] != [b - a for a, b in zip(splits, splits[1:])]:
             m, x = next((m, x) for m, x in zip(msgs, xs) if x.shape[0] != m.rows)
             raise self.error(f"gradient of {m.rows} rows for a forward of {x.shape[0]} (tag {m.tag})")
         self.staleness.record_all([self.version - v for v in versions])
-        dy, splits = stack_rows(msgs)
         x = xs[0] if len(xs) == 1 else np.concatenate(xs, axis=0)
         self.n_grads += len(msgs)
         if not self.fixed:
@@ -166,7 +165,7 @@ class LinearKernel(ParamKernel):
                     self.grads["bias"] = saturate_acc(self.grads["bias"] + db, self.counter, site)
             acc = saturate_acc(dy @ self.qparams["weight"], self.counter, self.site("bwd_acc"))
             dx = narrow(acc, self.numerics.weights.frac, self.numerics.grads, self.counter, self.site("bwd"))
-        return [(0, backward_msg(m.tag, part)) for m, part in zip(msgs, split_rows(dx, splits))]
+        return self.emit_rows(0, tags_of(msgs), Direction.BWD, dx, splits)
 
     def pending(self) -> int:
         return len(self.cache)

@@ -8,21 +8,23 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..ir import Broadcast, Cond, GraphCore, Isu, IsuOp, Node, Split
-from ..message import Message, Tag
+from ..message import Direction, Message, Tag
 from ..numerics import NumericConfig, SaturationCounter
 from .base import (
     Emit,
     JoinBuffer,
     Kernel,
+    Packed,
     TagCache,
     backward_msg,
     column_bounds,
     forward_msg,
     make_tag,
-    split_rows,
+    tags_of,
 )
 from .common import check_grads, check_inputs, exact_sum, stack_ports
 
+FWD, BWD = Direction.FWD, Direction.BWD
 MEMO_LIMIT = 1 << 16  # states a Cond or Isu remembers before starting afresh
 
 
@@ -45,6 +47,9 @@ class SplitKernel(Kernel):
 
     def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
         check_inputs(self, port, msgs)
+        if self.packed and type(msgs) is Packed:
+            x, offsets, tags = msgs.rows, msgs.offsets, msgs.tags
+            return [(i, Packed(tags, FWD, x[:, lo:hi], offsets)) for i, (lo, hi) in enumerate(self.bounds)]
         return [
             (i, forward_msg(m.tag, m.payload[:, lo:hi]))
             for m in msgs
@@ -57,8 +62,7 @@ class SplitKernel(Kernel):
         if not complete:
             return []
         dys, offsets = stack_ports(self, complete)
-        dx = np.hstack(dys)
-        return [(0, backward_msg(p[0].tag, part)) for p, part in zip(complete, split_rows(dx, offsets))]
+        return self.emit_rows(0, [tag for tag, _ in complete], BWD, np.hstack(dys), offsets)
 
     def pending(self) -> int:
         return len(self.join)
@@ -86,6 +90,8 @@ class BroadcastKernel(Kernel):
 
     def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
         check_inputs(self, port, msgs)
+        if self.packed and type(msgs) is Packed:
+            return [(i, msgs) for i in range(self.node.arity)]  # payloads are never written to
         return [(i, forward_msg(m.tag, m.payload)) for m in msgs for i in range(self.node.arity)]
 
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
@@ -98,7 +104,7 @@ class BroadcastKernel(Kernel):
             dx = self.zeros(offsets[-1], dys[0].shape[1])
         else:
             dx = exact_sum(self, dys, self.numerics.grads, "bwd")
-        return [(0, backward_msg(p[0].tag, part)) for p, part in zip(complete, split_rows(dx, offsets))]
+        return self.emit_rows(0, [tag for tag, _ in complete], BWD, dx, offsets)
 
     def pending(self) -> int:
         return len(self.join)
@@ -127,14 +133,15 @@ class CondKernel(Kernel):
     def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
         check_inputs(self, port, msgs)
         ports = self.ports
-        out: list[Emit] = []
-        for m in msgs:
-            state = m[0][1]
-            taken = ports.get(state)
-            if taken is None:
-                taken = ports[state] = self._route(m.tag)
-            out.append((taken, m))
-        return out
+        taken = []
+        for tag in tags_of(msgs):
+            p = ports.get(tag[1])
+            if p is None:
+                p = ports[tag[1]] = self._route(tag)
+            taken.append(p)
+        if self.packed and type(msgs) is Packed and taken.count(taken[0]) == len(taken):
+            return [(taken[0], msgs)]  # the whole batch takes one way
+        return list(zip(taken, msgs))
 
     def _route(self, tag: Tag) -> int:
         if len(self.ports) >= MEMO_LIMIT:
@@ -148,6 +155,8 @@ class CondKernel(Kernel):
 
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
         check_grads(self, port, msgs)
+        if self.packed and type(msgs) is Packed:
+            return [(0, msgs)]
         return [(0, m) for m in msgs]
 
 
@@ -171,11 +180,16 @@ class PhiKernel(Kernel):
         check_inputs(self, port, msgs)
         if train:
             self.cache.put_all(msgs, [port] * len(msgs))
+        if self.packed and type(msgs) is Packed:
+            return [(0, msgs)]
         return [(0, m) for m in msgs]
 
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
         check_grads(self, port, msgs)
-        return list(zip(self.cache.take_all(msgs), msgs))  # type: ignore[arg-type]
+        origins: list[int] = self.cache.take_all(msgs)  # type: ignore[assignment]
+        if self.packed and type(msgs) is Packed and origins.count(origins[0]) == len(origins):
+            return [(origins[0], msgs)]  # the whole batch came by one input
+        return list(zip(origins, msgs))  # type: ignore[arg-type]
 
     def pending(self) -> int:
         return len(self.cache)
@@ -219,15 +233,16 @@ class IsuKernel(Kernel):
     def _emit(self, msgs: Sequence[Message], direction: int) -> list[Emit]:
         ops = self.inverse if direction else self.node.ops
         memo = self.memo[direction]
-        make = backward_msg if direction else forward_msg
-        out: list[Emit] = []
-        for m in msgs:
-            tag = m[0]
+        tags = []
+        for tag in tags_of(msgs):
             state = memo.get(tag[1])
             if state is None:
                 state = self._update(tag, ops, memo)
-            out.append((0, make(make_tag(tag[0], state), m[2])))
-        return out
+            tags.append(make_tag(tag[0], state))
+        if self.packed and type(msgs) is Packed:  # the payloads go on untouched
+            return [(0, Packed(tags, msgs.direction, msgs.rows, msgs.offsets))]
+        make = backward_msg if direction else forward_msg
+        return [(0, make(tag, m[2])) for tag, m in zip(tags, msgs)]
 
     def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
         check_inputs(self, port, msgs)

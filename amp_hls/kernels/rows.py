@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import accumulate
 
 import numpy as np
 
 from ..ir import GraphCore, Group, Node
-from ..message import MAX_STATE_WORDS, Message, Tag
+from ..message import MAX_STATE_WORDS, Direction, Message, Tag
 from ..numerics import NumericConfig, Precision, SaturationCounter, saturate
 from .base import (
     Emit,
@@ -17,10 +18,12 @@ from .base import (
     backward_msg,
     forward_msg,
     make_tag,
-    split_rows,
     stack_rows,
+    tags_of,
 )
 from .common import check_grad, check_grads, check_inputs, index_rows
+
+FWD, BWD = Direction.FWD, Direction.BWD
 
 
 def _split_index(kernel: Kernel, tag: Tag) -> tuple[Tag, int, int]:
@@ -191,49 +194,62 @@ class AggregateKernel(Kernel):
         pairs = self.join.add(port, msgs)
         if not pairs:
             return []
-        xs = [x for x, _ in pairs]
-        all_edges = [index_rows(self, e, 1) for _, e in pairs]
-        for x, edges in zip(xs, all_edges):
-            n = x.payload.shape[0]
-            if edges.size and (edges.min() < 0 or edges.max() >= n):
-                raise self.error(f"edge endpoint outside [0, {n}) (tag {x.tag})")
-            if train:
-                self.cache.put(x.tag, (edges, n))
-        y = self._scatter(xs, all_edges, 0, self.numerics.data, "fwd")
-        return [(0, forward_msg(x.tag, part)) for x, part in zip(xs, y)]
+        tags = [tag for tag, _ in pairs]
+        xs = [x for _, (x, _) in pairs]
+        all_edges = [index_rows(self, e, tag, 1) for tag, (_, e) in pairs]
+        offsets = [0, *accumulate(x.shape[0] for x in xs)]
+        v = xs[0] if len(xs) == 1 else np.concatenate(xs, axis=0)
+        edges, rows = self._batch_edges(all_edges, offsets)
+        if edges.size and (edges.min() < 0 or (edges.max(axis=1) >= rows).any()):
+            for tag, x, e in zip(tags, xs, all_edges):  # names the first message at fault
+                n = x.shape[0]
+                if e.size and (e.min() < 0 or e.max() >= n):
+                    raise self.error(f"edge endpoint outside [0, {n}) (tag {tag})")
+        if train:
+            self.cache.put_all(pairs, [(e, x.shape[0]) for e, x in zip(all_edges, xs)])  # type: ignore[arg-type]
+        y = self._scatter(v, offsets, edges, all_edges, 0, self.numerics.data, "fwd")
+        return self.emit_rows(0, tags, FWD, y, offsets)
+
+    @staticmethod
+    def _batch_edges(all_edges: list[np.ndarray], offsets: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """The batch's edge lists in one array, and per edge the row count of its message."""
+        edges = all_edges[0] if len(all_edges) == 1 else np.concatenate(all_edges, axis=0)
+        rows = np.repeat(np.diff(offsets), [e.shape[0] for e in all_edges])
+        return edges, rows
 
     def _scatter(
-        self, msgs: list[Message], all_edges: list[np.ndarray], src_col: int, prec: Precision, site: str
-    ) -> list[np.ndarray]:
+        self, v: np.ndarray, offsets: Sequence[int], edges: np.ndarray, all_edges: list[np.ndarray],
+        src_col: int, prec: Precision, site: str,
+    ) -> np.ndarray:
         """Per message, ``out[dst[k]] += v[src[k]]`` over its edges (``src`` in column
         ``src_col``), in the mode's arithmetic: one scatter-add for the whole batch, the
         edges shifted by each message's first row (the sums stay per message and in edge
         order, so the result does not depend on batching)."""
-        v, offsets = stack_rows(msgs)
-        if len(msgs) == 1:
-            edges = all_edges[0]
-        else:
+        if len(all_edges) > 1:
             shift = np.repeat(np.asarray(offsets[:-1]), [e.shape[0] for e in all_edges])
-            edges = np.concatenate(all_edges, axis=0) + shift[:, None]
+            edges = edges + shift[:, None]
         acc = np.zeros((offsets[-1], v.shape[1]), dtype=self.dtype)
         np.add.at(acc, edges[:, 1 - src_col], v[edges[:, src_col]])
         if self.fixed:
             acc = saturate(acc, prec, self.counter, self.site(site))
-        return split_rows(acc, offsets)
+        return acc
 
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
         check_grads(self, port, msgs)
-        all_edges = []
-        for m in msgs:
-            edges, n = self.cache.take(m.tag)  # type: ignore[misc]
-            check_grad(self, m, (n, m.width))
-            all_edges.append(edges)
-        dxs = self._scatter(list(msgs), all_edges, 1, self.numerics.grads, "bwd")
-        out: list[Emit] = []
-        for m, edges, dx in zip(msgs, all_edges, dxs):
-            out.append((0, backward_msg(m.tag, dx)))
-            out.append((1, backward_msg(m.tag, self.zeros(edges.shape[0], 2))))
-        return out
+        all_edges, rows = zip(*self.cache.take_all(msgs))  # type: ignore[call-overload]
+        all_edges = list(all_edges)
+        dy, offsets = stack_rows(msgs)
+        if list(rows) != list(np.diff(offsets)) or dy.shape[1] != self.out_specs[0].width:
+            for m, n in zip(msgs, rows):  # names the first message at fault
+                check_grad(self, m, (n, self.out_specs[0].width))
+        edges, _ = self._batch_edges(all_edges, offsets)
+        dx = self._scatter(dy, offsets, edges, all_edges, 1, self.numerics.grads, "bwd")
+        tags = tags_of(msgs)
+        edge_offsets = [0, *accumulate(e.shape[0] for e in all_edges)]
+        return [
+            *self.emit_rows(0, tags, BWD, dx, offsets),
+            *self.emit_rows(1, tags, BWD, self.zeros(edge_offsets[-1], 2), edge_offsets),
+        ]
 
     def pending(self) -> int:
         return len(self.join) + len(self.cache)

@@ -10,6 +10,11 @@ The order in which inboxes are served is the only freedom an executor has. The e
 fullest inbox first (the oldest among equally full ones), so waiting messages pile up into large
 batches instead of trickling through one kernel call each: per-call Python overhead, not
 arithmetic, bounds this runtime. The order is deterministic, so a run is reproducible.
+
+Kernels whose every route stays inside the engine emit whole batches as ``Packed`` (stacked
+rows, see ``kernels.base``); an inbox holds messages and such batches in arrival order and is
+served as one batch. Packing changes no batch and no arithmetic, only the Python work of
+cutting and re-stacking payloads (``packed=False`` runs the same steps message by message).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import numpy as np
 from ..errors import KernelError
 from ..ir import Edge, GraphCore, Source
 from ..kernels import Kernel, make_kernel
+from ..kernels.base import Packed, merge, tags_of
 from ..message import Direction, Message, Tag
 from ..numerics import FLOAT32, NumericConfig, SaturationCounter
 
@@ -58,6 +64,7 @@ class Engine:
         train: bool = True,
         max_batch: int = 256,
         members: Collection[str] | None = None,
+        packed: bool = True,
     ):
         graph.validate()
         self.graph = graph
@@ -91,15 +98,18 @@ class Engine:
                 assert edge is not None
                 inside = edge.src.node in self.members
                 self._bwd_route[name].append((edge.src.node, Direction.BWD, edge.src.index) if inside else edge)
-        if os.environ.get("AMP_HLS_CHECKS", "") != "1":
-            for name, kernel in self.kernels.items():  # see ``Kernel.checks``
-                routes = self._fwd_route[name] + self._bwd_route[name]
-                kernel.checks = any(type(r) is Edge for r in routes)
+        for name, kernel in self.kernels.items():
+            leaves = any(type(r) is Edge for r in self._fwd_route[name] + self._bwd_route[name])
+            kernel.packed = packed and not leaves  # the outbox takes plain messages only
+            if os.environ.get("AMP_HLS_CHECKS", "") != "1":
+                kernel.checks = leaves  # see ``Kernel.checks``
         # Per node, indexed by direction then port (a list lookup per emitted message).
         self._routes = {n: (self._fwd_route[n], self._bwd_route[n]) for n in self.kernels}
         self.outbox: list[tuple[Edge, Message]] = []  # messages for nodes outside this engine
-        # Non-empty inboxes only, oldest first: the keys are the inboxes ready to serve.
-        self.inboxes: dict[InboxKey, list[Message]] = {}
+        # Non-empty inboxes only, oldest first: the keys are the inboxes ready to serve. An
+        # inbox holds messages and ``Packed`` batches; ``_sizes`` counts its messages (same order).
+        self.inboxes: dict[InboxKey, list[Message | Packed]] = {}
+        self._sizes: dict[InboxKey, int] = {}
         self._in_flight: Counter[int] = Counter()  # key -> messages waiting in inboxes
         self.counts: dict[str, NodeCounts] = {name: NodeCounts() for name in self.kernels}
         self.stats = RunStats()
@@ -144,6 +154,10 @@ class Engine:
     def is_active(self, key: int) -> bool:
         return key in self._in_flight
 
+    def inbox_sizes(self) -> dict[InboxKey, int]:
+        """Messages waiting per non-empty inbox."""
+        return dict(self._sizes)
+
     @property
     def idle(self) -> bool:
         """No message waits anywhere."""
@@ -158,11 +172,13 @@ class Engine:
         inbox = self._pick()
         node, direction, port = inbox
         waiting = inboxes.pop(inbox)
-        if len(waiting) > self.max_batch:
-            batch = waiting[: self.max_batch]
-            inboxes[inbox] = waiting[self.max_batch :]  # back of the queue
-        else:
-            batch = waiting
+        n = self._sizes.pop(inbox)
+        batch = waiting if len(waiting) == n else merge(waiting, direction)
+        if n > self.max_batch:
+            rest = batch.part(self.max_batch, n) if type(batch) is Packed else batch[self.max_batch :]
+            batch = batch.part(0, self.max_batch) if type(batch) is Packed else batch[: self.max_batch]
+            inboxes[inbox] = [rest] if type(rest) is Packed else rest  # back of the queue
+            self._sizes[inbox] = n - self.max_batch
         kernel = self.kernels[node]
         counts = self.counts[node]
         if direction is Direction.FWD:
@@ -178,13 +194,13 @@ class Engine:
         stats.messages += len(batch)
         stats.batches[node] += 1
         if node in self._same_keys:
-            self._pass(node, emitted, direction)
+            self._pass(node, emitted)
             return []
         self._deliver(node, emitted)
         finished = []
         in_flight = self._in_flight
-        for msg in batch:
-            key = msg[0][0]
+        for tag in tags_of(batch):
+            key = tag[0]
             left = in_flight[key] - 1
             if left:
                 in_flight[key] = left
@@ -195,11 +211,11 @@ class Engine:
 
     def _pick(self) -> InboxKey:
         """The fullest inbox; the oldest among equally full ones."""
-        inboxes = self.inboxes
-        if len(inboxes) == 1:
-            return next(iter(inboxes))
-        sizes = list(map(len, inboxes.values()))
-        return list(inboxes)[sizes.index(max(sizes))]
+        sizes = self._sizes
+        if len(sizes) == 1:
+            return next(iter(sizes))
+        counts = list(sizes.values())
+        return list(sizes)[counts.index(max(counts))]
 
     def run(self, max_steps: int = 10_000_000) -> list[int]:
         """Step until every inbox is empty; returns the keys that finished."""
@@ -210,60 +226,64 @@ class Engine:
             finished.extend(self.step())
         raise KernelError(f"engine did not settle within {max_steps} steps (a loop that never exits?)")
 
-    def _deliver(self, node: str, emitted: Iterable[tuple[int, Message]]) -> None:
+    def _deliver(self, node: str, emitted: Iterable[tuple[int, Message | Packed]]) -> None:
         routes = self._routes[node]
-        inboxes = self.inboxes
+        inboxes, sizes = self.inboxes, self._sizes
         keys: list[int] = []
         add_key = keys.append
         n_bwd = n = 0
-        for port, msg in emitted:
-            n += 1
-            direction = msg[1]
-            n_bwd += direction
-            inbox = routes[direction][port]
-            if type(inbox) is Edge:
-                self.outbox.append((inbox, msg))
-                continue
+        for port, item in emitted:
+            if type(item) is Packed:
+                size = len(item.tags)
+                direction = item.direction
+                inbox = routes[direction][port]
+                keys.extend([tag[0] for tag in item.tags])
+            else:
+                size = 1
+                direction = item[1]
+                inbox = routes[direction][port]
+                if type(inbox) is Edge:  # only plain messages leave: see ``Kernel.packed``
+                    self.outbox.append((inbox, item))
+                    n += 1
+                    n_bwd += direction
+                    continue
+                add_key(item[0][0])
+            n += size
+            n_bwd += size * direction
             waiting = inboxes.get(inbox)  # type: ignore[arg-type]
             if waiting is None:
-                inboxes[inbox] = [msg]  # type: ignore[index]
+                inboxes[inbox] = [item]  # type: ignore[index]
+                sizes[inbox] = size  # type: ignore[index]
             else:
-                waiting.append(msg)
-            add_key(msg[0][0])
+                waiting.append(item)
+                sizes[inbox] += size  # type: ignore[index]
         self._in_flight.update(keys)  # counts in C
         counts = self.counts[node]
         counts.fwd_out += n - n_bwd
         counts.bwd_out += n_bwd
 
-    def _pass(self, node: str, emitted: list[tuple[int, Message]], direction: Direction) -> None:
-        """``_deliver`` for a ``_same_keys`` node: no key changes its in-flight count, and
-        forward messages go on forward, backward ones backward."""
+    def _pass(self, node: str, emitted: list[tuple[int, Message | Packed]]) -> None:
+        """``_deliver`` for a ``_same_keys`` node: no key changes its in-flight count."""
         routes = self._routes[node]
-        inboxes = self.inboxes
-        if len(routes[direction]) == 1:  # one way on: the whole batch goes to one inbox at once
-            inbox = routes[direction][0]
-            msgs = [m for _, m in emitted]
-            waiting = inboxes.get(inbox)  # type: ignore[arg-type]
-            if waiting is None:
-                inboxes[inbox] = msgs  # type: ignore[index]
-            else:
-                waiting.extend(msgs)
-            if direction:
-                self.counts[node].bwd_out += len(msgs)
-            else:
-                self.counts[node].fwd_out += len(msgs)
-            return
+        inboxes, sizes = self.inboxes, self._sizes
         n_bwd = n = 0
-        for port, msg in emitted:
-            n += 1
-            direction = msg[1]
-            n_bwd += direction
+        for port, item in emitted:
+            if type(item) is Packed:
+                size = len(item.tags)
+                direction = item.direction
+            else:
+                size = 1
+                direction = item[1]
+            n += size
+            n_bwd += size * direction
             inbox = routes[direction][port]
             waiting = inboxes.get(inbox)  # type: ignore[arg-type]
             if waiting is None:
-                inboxes[inbox] = [msg]  # type: ignore[index]
+                inboxes[inbox] = [item]  # type: ignore[index]
+                sizes[inbox] = size  # type: ignore[index]
             else:
-                waiting.append(msg)
+                waiting.append(item)
+                sizes[inbox] += size  # type: ignore[index]
         counts = self.counts[node]
         counts.fwd_out += n - n_bwd
         counts.bwd_out += n_bwd
@@ -272,8 +292,10 @@ class Engine:
         waiting = self.inboxes.get(inbox)
         if waiting is None:
             self.inboxes[inbox] = [msg]
+            self._sizes[inbox] = 1
         else:
             waiting.append(msg)
+            self._sizes[inbox] += 1
         self._in_flight[msg.tag.key] += 1
 
     # checks -----------------------------------------------------------------------------------
@@ -281,7 +303,7 @@ class Engine:
         """Problems that show a message was lost or duplicated; empty when all is well."""
         problems = []
         if self.inboxes:
-            problems.append(f"{sum(map(len, self.inboxes.values()))} messages still waiting")
+            problems.append(f"{sum(self._sizes.values())} messages still waiting")
         if self.outbox:
             problems.append(f"{len(self.outbox)} outgoing messages never collected")
         for name, kernel in self.kernels.items():
