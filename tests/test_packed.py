@@ -55,15 +55,44 @@ def test_merging_messages_and_packed_batches_keeps_arrival_order():
     assert merge([a], FWD) is a
 
 
-def test_a_join_takes_packed_and_plain_batches_alike():
+def _join(arity: int = 2) -> JoinBuffer:
     owner = type("Owner", (), {"error": lambda self, m: KernelError(m)})()
-    join = JoinBuffer(owner, 2)  # type: ignore[arg-type]
+    return JoinBuffer(owner, arity)  # type: ignore[arg-type]
+
+
+def test_a_join_takes_packed_and_plain_batches_alike():
+    join = _join()
     p = _packed([1, 2, 3], [1, 1, 2])
-    assert join.add(0, p) == []
+    assert join.add(0, p) is None and len(join) == 3
     done = join.add(1, [fwd(Tag(2, (2,)), np.ones((1, 2))), fwd(Tag(3, (0,)), np.ones((2, 2)))])
-    assert [tag for tag, _ in done] == [Tag(2, (2,)), Tag(3, (0,))]
-    np.testing.assert_array_equal(done[1][1][0], p.rows[2:4])
-    np.testing.assert_array_equal(done[1][1][1], np.ones((2, 2)))
+    assert done.tags == [Tag(2, (2,)), Tag(3, (0,))]
+    np.testing.assert_array_equal(done.parts[0], p.rows[1:4])
+    np.testing.assert_array_equal(done.parts[1], np.ones((3, 2)))
+    assert done.offsets == [[0, 1, 3], [0, 1, 3]]
     assert len(join) == 1
     with pytest.raises(KernelError, match="second message"):
         join.add(0, _packed([1, 5], [1, 1]))
+
+
+def test_batches_with_equal_tags_complete_whole_without_copies():
+    join = _join(3)
+    a, b, c = _packed([4, 5, 6], [2, 1, 1]), _packed([4, 5, 6], [2, 1, 1], 50.0), _packed([4, 5, 6], [2, 1, 1], 90.0)
+    assert join.add(2, c) is None and join.add(0, a) is None and len(join) == 3
+    done = join.add(1, b)
+    assert done.tags == a.tags and len(join) == 0
+    assert done.parts[0] is a.rows and done.parts[1] is b.rows and done.parts[2] is c.rows
+
+
+def test_a_batch_that_does_not_match_falls_back_to_tag_by_tag():
+    """Same completions and rows as if every message had come alone, in the same order."""
+    first = _packed([1, 2, 3], [1, 2, 1])
+    second = _packed([3, 1, 2], [1, 1, 2], 100.0)
+    whole, single = _join(), _join()
+    assert whole.add(0, first) is None
+    done = whole.add(1, second)
+    assert single.add(0, list(first)) is None
+    expected = single.add(1, list(second))
+    assert done.tags == expected.tags == [Tag(3, (0,)), Tag(1, (1,)), Tag(2, (2,))]
+    for got, want in zip(done.parts, expected.parts):
+        np.testing.assert_array_equal(got, want)
+    assert done.offsets == expected.offsets

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate
+from typing import NamedTuple
 
 import numpy as np
 
@@ -164,6 +165,11 @@ def merge(items: Sequence[Message | Packed], direction: Direction) -> Sequence[M
         return items[0]
     if not any(type(item) is Packed for item in items):
         return items  # type: ignore[return-value]
+    return pack(items, direction)
+
+
+def pack(items: Sequence[Message | Packed], direction: Direction) -> Packed:
+    """Messages and ``Packed`` batches (at least two messages in all) as one ``Packed``."""
     tags: list[Tag] = []
     arrays: list[np.ndarray] = []
     offsets = [0]
@@ -195,8 +201,11 @@ class TagCache:
 
     def put_all(self, msgs: Sequence[Message], values: Iterable[object]) -> None:
         """``put`` for every message's tag, in one dict update (a duplicate is still refused)."""
+        self.put_tags(tags_of(msgs), values)
+
+    def put_tags(self, tags: list[Tag], values: Iterable[object]) -> None:
+        """``put`` for every tag, in one dict update (a duplicate is still refused)."""
         entries = self.entries
-        tags = tags_of(msgs)
         if not entries.keys().isdisjoint(tags) or len(set(tags)) != len(tags):
             for tag, value in zip(tags, values):  # raises at the first duplicate
                 self.put(tag, value)
@@ -224,12 +233,25 @@ class TagCache:
         return len(self.entries)
 
 
-Joined = tuple[Tag, list[np.ndarray]]  # a complete join: its tag and one payload per port
+class Joined(NamedTuple):
+    """The sets a join completed, in completion order: their tags, and per port the payloads of
+    every set stacked, with the row offsets that cut them apart again."""
+
+    tags: list[Tag]
+    parts: list[np.ndarray]
+    offsets: list[Sequence[int]]
 
 
 class JoinBuffer:
-    """Waits for one message per port with equal tags; returns the complete sets in arrival order,
-    each as its tag and the payloads in port order."""
+    """Waits for one message per port with equal tags; ``add`` returns what it completed.
+
+    Models whose instances move in lock step (a GGSNN, a batch of equal lists) send a join whole
+    ``Packed`` batches with the same tags in the same order on every port. Such a batch waits
+    whole, and when the last port's batch matches, the join completes in one go, its stacked
+    rows used as they came. Anything else (a batch that does not match, plain messages) first
+    spreads the waiting batches over per-tag slots and joins tag by tag; either way the sets
+    complete in the same order with the same rows.
+    """
 
     def __init__(self, owner: Kernel, arity: int, what: str = "join"):
         self.owner = owner
@@ -237,9 +259,28 @@ class JoinBuffer:
         self.what = what
         # tag -> the payloads so far by port (None: still to come), then the count still to come
         self.slots: dict[Tag, list] = {}
+        self.batches: dict[int, Packed] = {}  # port -> a whole batch waiting (equal tags on all)
 
-    def add(self, port: int, msgs: Sequence[Message]) -> list[Joined]:
-        complete: list[Joined] = []
+    def add(self, port: int, msgs: Sequence[Message]) -> Joined | None:
+        """Take ``msgs`` arriving at ``port``; the sets that completed, or None."""
+        batches = self.batches
+        if type(msgs) is Packed and not self.slots and port not in batches:
+            if all(b.tags == msgs.tags for b in batches.values()):
+                if len(batches) < self.arity - 1:
+                    batches[port] = msgs
+                    return None
+                batches[port] = msgs
+                self.batches = {}
+                ports = [batches[i] for i in range(self.arity)]
+                return Joined(msgs.tags, [b.rows for b in ports], [b.offsets for b in ports])
+        if batches:
+            self.batches = {}
+            for waiting_port, batch in batches.items():  # in arrival order; none completes
+                self._add_tags(waiting_port, batch)
+        return self._add_tags(port, msgs)
+
+    def _add_tags(self, port: int, msgs: Sequence[Message]) -> Joined | None:
+        complete: list[tuple[Tag, list[np.ndarray]]] = []
         slots, arity = self.slots, self.arity
         if type(msgs) is Packed:
             arrivals: Iterable[tuple[Tag, np.ndarray]] = zip(msgs.tags, split_rows(msgs.rows, msgs.offsets))
@@ -257,10 +298,18 @@ class JoinBuffer:
                 del slots[tag]
                 slot.pop()
                 complete.append((tag, slot))
-        return complete
+        if not complete:
+            return None
+        parts, offsets = [], []
+        for i in range(arity):
+            arrays = [payloads[i] for _, payloads in complete]
+            parts.append(arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=0))
+            offsets.append([0, *accumulate(a.shape[0] for a in arrays)])
+        return Joined([tag for tag, _ in complete], parts, offsets)
 
     def __len__(self) -> int:
-        return len(self.slots)
+        """Tags waiting for a port (batches waiting whole hold the same tags)."""
+        return len(self.slots) + next((len(b) for b in self.batches.values()), 0)
 
 
 _new_tuple = tuple.__new__  # builds a NamedTuple without its Python-level ``__new__``

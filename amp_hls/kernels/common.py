@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import accumulate
 
 import numpy as np
 
@@ -45,19 +44,17 @@ def index_rows(kernel: Kernel, payload: np.ndarray, tag: Tag, port: int) -> np.n
     return p.astype(np.int64, copy=False)
 
 
-def stack_ports(kernel: Kernel, complete: list[Joined]) -> tuple[list[np.ndarray], list[int]]:
-    """Complete joins as one row-stacked array per port, plus the row offsets of the sets, so an
-    elementwise kernel handles them all in one call; a ``KernelError`` if a set's rows differ."""
-    rows = [parts[0].shape[0] for _, parts in complete]
-    stacked = []
-    for i in range(len(complete[0][1])):
-        arrays = [parts[i] for _, parts in complete]
-        if i and [a.shape[0] for a in arrays] != rows:
-            tag, parts = next((t, p) for t, p in complete if len({a.shape[0] for a in p}) > 1)
-            counts = [a.shape[0] for a in parts]
-            raise kernel.error(f"joined messages of tag {tag} differ in rows: {counts}")
-        stacked.append(arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=0))
-    return stacked, [0, *accumulate(rows)]
+def stack_ports(kernel: Kernel, joined: Joined) -> tuple[list[np.ndarray], Sequence[int]]:
+    """The stacked payloads of complete joins per port and their common row offsets, so an
+    elementwise kernel handles every set in one call; a ``KernelError`` if a set's rows differ."""
+    offsets = joined.offsets[0]
+    for port_offsets in joined.offsets[1:]:
+        if port_offsets != offsets:
+            for k, tag in enumerate(joined.tags):  # names the first set whose rows differ
+                counts = [o[k + 1] - o[k] for o in joined.offsets]
+                if len(set(counts)) > 1:
+                    raise kernel.error(f"joined messages of tag {tag} differ in rows: {counts}")
+    return joined.parts, offsets
 
 
 def exact_sum(

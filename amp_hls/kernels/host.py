@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import accumulate
 
 import numpy as np
 
@@ -141,22 +140,19 @@ class LossKernel(Kernel):
     def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
         """Every instance completed by ``msgs`` in one vectorised evaluation."""
         check_inputs(self, port, msgs)
-        pairs = self.join.add(port, msgs)
-        if not pairs:
+        joined = self.join.add(port, msgs)
+        if joined is None:
             return []
-        tags = [tag for tag, _ in pairs]
-        targets = [t for _, (_, t) in pairs]
-        if any(t.dtype.kind not in "iu" for t in targets) and self.node.fn != "mse":
-            for tag, t in zip(tags, targets):
-                index_rows(self, t, tag, 1)  # raises, naming the tag: not an index payload
-        (p_rows, t_rows), offsets = stack_ports(self, pairs)
+        tags = joined.tags
+        (p_rows, t_rows), offsets = stack_ports(self, joined)
+        if self.node.fn != "mse":
+            index_rows(self, t_rows, tags[0], 1)  # class labels must be integers
         dy = self._evaluate(tags, p_rows, t_rows, offsets)
         if not train:
             return []
-        t_offsets = [0, *accumulate(t.shape[0] for t in targets)]
         return [
             *self.emit_rows(0, tags, Direction.BWD, dy, offsets),
-            *self.emit_rows(1, tags, Direction.BWD, self.zeros(t_offsets[-1], t_rows.shape[1]), t_offsets),
+            *self.emit_rows(1, tags, Direction.BWD, self.zeros(*t_rows.shape), offsets),
         ]
 
     def _real(self, payload: np.ndarray) -> np.ndarray:

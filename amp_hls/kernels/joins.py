@@ -7,17 +7,17 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..ir import GraphCore, Node
-from ..message import Direction, Message
+from ..message import Direction, Message, Tag
 from ..numerics import NumericConfig, SaturationCounter, narrow
 from .base import (
     Emit,
     JoinBuffer,
-    Joined,
     Kernel,
     Packed,
     TagCache,
     backward_msg,
     column_bounds,
+    split_rows,
     stack_rows,
     tags_of,
 )
@@ -43,15 +43,15 @@ class JoinKernel(Kernel):
     def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
         """Every tag completed by ``msgs`` in one ``combine`` call over row-stacked inputs."""
         check_inputs(self, port, msgs)
-        complete = self.join.add(port, msgs)
-        if not complete:
+        joined = self.join.add(port, msgs)
+        if joined is None:
             return []
-        xs, offsets = stack_ports(self, complete)
-        y = self.combine(xs, complete, train)
-        return self.emit_rows(0, [tag for tag, _ in complete], FWD, y, offsets)
+        xs, offsets = stack_ports(self, joined)
+        y = self.combine(xs, offsets, joined.tags, train)
+        return self.emit_rows(0, joined.tags, FWD, y, offsets)
 
-    def combine(self, xs: list[np.ndarray], complete: list[Joined], train: bool) -> np.ndarray:
-        """The output rows of every set in ``complete``, from the stacked inputs ``xs``."""
+    def combine(self, xs: list[np.ndarray], offsets: Sequence[int], tags: list[Tag], train: bool) -> np.ndarray:
+        """The output rows of the sets ``tags`` completed, from their stacked inputs ``xs``."""
         raise NotImplementedError
 
     def pending(self) -> int:
@@ -63,7 +63,7 @@ class AddKernel(JoinKernel):
 
     kind = "add"
 
-    def combine(self, xs: list[np.ndarray], complete: list[Joined], train: bool) -> np.ndarray:
+    def combine(self, xs: list[np.ndarray], offsets: Sequence[int], tags: list[Tag], train: bool) -> np.ndarray:
         return exact_sum(self, xs, self.numerics.data, "fwd")
 
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
@@ -92,9 +92,9 @@ class MulKernel(JoinKernel):
         super().__init__(node, graph, numerics, counter)
         self.cache = TagCache(self, "mul cache")
 
-    def combine(self, xs: list[np.ndarray], complete: list[Joined], train: bool) -> np.ndarray:
-        if train:
-            self.cache.put_all(complete, [parts for _, parts in complete])  # type: ignore[arg-type]
+    def combine(self, xs: list[np.ndarray], offsets: Sequence[int], tags: list[Tag], train: bool) -> np.ndarray:
+        if train:  # per tag, its rows of every input
+            self.cache.put_tags(tags, list(zip(*(split_rows(x, offsets) for x in xs))))
         return self._product(xs, "fwd")
 
     def _product(self, xs: list[np.ndarray], site: str) -> np.ndarray:
@@ -148,7 +148,7 @@ class ConcatKernel(JoinKernel):
         super().__init__(node, graph, numerics, counter)
         self.bounds = column_bounds([s.width for s in self.in_specs])
 
-    def combine(self, xs: list[np.ndarray], complete: list[Joined], train: bool) -> np.ndarray:
+    def combine(self, xs: list[np.ndarray], offsets: Sequence[int], tags: list[Tag], train: bool) -> np.ndarray:
         return np.hstack(xs)
 
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:

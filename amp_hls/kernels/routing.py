@@ -20,6 +20,7 @@ from .base import (
     column_bounds,
     forward_msg,
     make_tag,
+    pack,
     tags_of,
 )
 from .common import check_grads, check_inputs, exact_sum, stack_ports
@@ -58,11 +59,11 @@ class SplitKernel(Kernel):
 
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
         check_grads(self, port, msgs)
-        complete = self.join.add(port, msgs)
-        if not complete:
+        joined = self.join.add(port, msgs)
+        if joined is None:
             return []
-        dys, offsets = stack_ports(self, complete)
-        return self.emit_rows(0, [tag for tag, _ in complete], BWD, np.hstack(dys), offsets)
+        dys, offsets = stack_ports(self, joined)
+        return self.emit_rows(0, joined.tags, BWD, np.hstack(dys), offsets)
 
     def pending(self) -> int:
         return len(self.join)
@@ -96,15 +97,15 @@ class BroadcastKernel(Kernel):
 
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
         check_grads(self, port, msgs)
-        complete = self.join.add(port, msgs)
-        if not complete:
+        joined = self.join.add(port, msgs)
+        if joined is None:
             return []
-        dys, offsets = stack_ports(self, complete)
+        dys, offsets = stack_ports(self, joined)
         if self.index:
             dx = self.zeros(offsets[-1], dys[0].shape[1])
         else:
             dx = exact_sum(self, dys, self.numerics.grads, "bwd")
-        return self.emit_rows(0, [tag for tag, _ in complete], BWD, dx, offsets)
+        return self.emit_rows(0, joined.tags, BWD, dx, offsets)
 
     def pending(self) -> int:
         return len(self.join)
@@ -180,8 +181,10 @@ class PhiKernel(Kernel):
         check_inputs(self, port, msgs)
         if train:
             self.cache.put_all(msgs, [port] * len(msgs))
-        if self.packed and type(msgs) is Packed:
-            return [(0, msgs)]
+        if self.packed and len(msgs) > 1:
+            # Where messages enter a loop (from sources, one per instance), stack them once, so
+            # the loop and the joins inside it see whole batches.
+            return [(0, msgs if type(msgs) is Packed else pack(msgs, FWD))]
         return [(0, m) for m in msgs]
 
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:

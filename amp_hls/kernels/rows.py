@@ -18,6 +18,7 @@ from .base import (
     backward_msg,
     forward_msg,
     make_tag,
+    split_rows,
     stack_rows,
     tags_of,
 )
@@ -191,43 +192,35 @@ class AggregateKernel(Kernel):
 
     def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
         check_inputs(self, port, msgs)
-        pairs = self.join.add(port, msgs)
-        if not pairs:
+        joined = self.join.add(port, msgs)
+        if joined is None:
             return []
-        tags = [tag for tag, _ in pairs]
-        xs = [x for _, (x, _) in pairs]
-        all_edges = [index_rows(self, e, tag, 1) for tag, (_, e) in pairs]
-        offsets = [0, *accumulate(x.shape[0] for x in xs)]
-        v = xs[0] if len(xs) == 1 else np.concatenate(xs, axis=0)
-        edges, rows = self._batch_edges(all_edges, offsets)
-        if edges.size and (edges.min() < 0 or (edges.max(axis=1) >= rows).any()):
-            for tag, x, e in zip(tags, xs, all_edges):  # names the first message at fault
-                n = x.shape[0]
+        tags = joined.tags
+        v, edges = joined.parts
+        offsets, edge_offsets = joined.offsets
+        edges = index_rows(self, edges, tags[0], 1)
+        counts = np.diff(edge_offsets)
+        if edges.size and (edges.min() < 0 or (edges.max(axis=1) >= np.repeat(np.diff(offsets), counts)).any()):
+            for k, tag in enumerate(tags):  # names the first message at fault
+                n, e = offsets[k + 1] - offsets[k], edges[edge_offsets[k] : edge_offsets[k + 1]]
                 if e.size and (e.min() < 0 or e.max() >= n):
                     raise self.error(f"edge endpoint outside [0, {n}) (tag {tag})")
         if train:
-            self.cache.put_all(pairs, [(e, x.shape[0]) for e, x in zip(all_edges, xs)])  # type: ignore[arg-type]
-        y = self._scatter(v, offsets, edges, all_edges, 0, self.numerics.data, "fwd")
+            rows = [b - a for a, b in zip(offsets, offsets[1:])]
+            self.cache.put_tags(tags, list(zip(split_rows(edges, edge_offsets), rows)))
+        y = self._scatter(v, offsets, edges, counts, 0, self.numerics.data, "fwd")
         return self.emit_rows(0, tags, FWD, y, offsets)
 
-    @staticmethod
-    def _batch_edges(all_edges: list[np.ndarray], offsets: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        """The batch's edge lists in one array, and per edge the row count of its message."""
-        edges = all_edges[0] if len(all_edges) == 1 else np.concatenate(all_edges, axis=0)
-        rows = np.repeat(np.diff(offsets), [e.shape[0] for e in all_edges])
-        return edges, rows
-
     def _scatter(
-        self, v: np.ndarray, offsets: Sequence[int], edges: np.ndarray, all_edges: list[np.ndarray],
+        self, v: np.ndarray, offsets: Sequence[int], edges: np.ndarray, counts: np.ndarray,
         src_col: int, prec: Precision, site: str,
     ) -> np.ndarray:
         """Per message, ``out[dst[k]] += v[src[k]]`` over its edges (``src`` in column
-        ``src_col``), in the mode's arithmetic: one scatter-add for the whole batch, the
-        edges shifted by each message's first row (the sums stay per message and in edge
-        order, so the result does not depend on batching)."""
-        if len(all_edges) > 1:
-            shift = np.repeat(np.asarray(offsets[:-1]), [e.shape[0] for e in all_edges])
-            edges = edges + shift[:, None]
+        ``src_col``; ``counts``: edges per message), in the mode's arithmetic: one scatter-add
+        for the whole batch, the edges shifted by each message's first row (the sums stay per
+        message and in edge order, so the result does not depend on batching)."""
+        if len(counts) > 1:
+            edges = edges + np.repeat(np.asarray(offsets[:-1]), counts)[:, None]
         acc = np.zeros((offsets[-1], v.shape[1]), dtype=self.dtype)
         np.add.at(acc, edges[:, 1 - src_col], v[edges[:, src_col]])
         if self.fixed:
@@ -237,15 +230,15 @@ class AggregateKernel(Kernel):
     def backward(self, port: int, msgs: Sequence[Message]) -> list[Emit]:
         check_grads(self, port, msgs)
         all_edges, rows = zip(*self.cache.take_all(msgs))  # type: ignore[call-overload]
-        all_edges = list(all_edges)
         dy, offsets = stack_rows(msgs)
-        if list(rows) != list(np.diff(offsets)) or dy.shape[1] != self.out_specs[0].width:
+        if list(rows) != [b - a for a, b in zip(offsets, offsets[1:])] or dy.shape[1] != self.out_specs[0].width:
             for m, n in zip(msgs, rows):  # names the first message at fault
                 check_grad(self, m, (n, self.out_specs[0].width))
-        edges, _ = self._batch_edges(all_edges, offsets)
-        dx = self._scatter(dy, offsets, edges, all_edges, 1, self.numerics.grads, "bwd")
+        counts = np.array([e.shape[0] for e in all_edges])
+        edges = all_edges[0] if len(all_edges) == 1 else np.concatenate(all_edges, axis=0)
+        dx = self._scatter(dy, offsets, edges, counts, 1, self.numerics.grads, "bwd")
         tags = tags_of(msgs)
-        edge_offsets = [0, *accumulate(e.shape[0] for e in all_edges)]
+        edge_offsets = [0, *accumulate(counts.tolist())]
         return [
             *self.emit_rows(0, tags, BWD, dx, offsets),
             *self.emit_rows(1, tags, BWD, self.zeros(edge_offsets[-1], 2), edge_offsets),
