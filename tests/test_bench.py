@@ -66,3 +66,28 @@ def test_help_and_plan_is_required(capsys):
     with pytest.raises(SystemExit) as exc:
         bench.main([])
     assert exc.value.code == 2
+
+
+def test_defaults_sweep_writes_one_run_per_cell_and_seed(tmp_path, capsys):
+    from bench import defaults
+
+    out = tmp_path / "d.json"
+    assert defaults.main(["mlp", "--cells", "8:4", "16:8", "--seeds", "0", "1", "--epochs", "1",
+                          "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert [(c["mak"], c["muf"]) for c in doc["cells"]] == [(8, 4), (16, 8)]
+    runs = [r for c in doc["cells"] for r in c["runs"]]
+    assert [r["seed"] for r in runs] == [0, 1, 0, 1]
+    for r in runs:  # one epoch: reached (epoch 1) or missed, never anything else
+        assert r["epoch_to_target"] in (None, 1)
+        assert (r["cpu_time_to_target_s"] is None) == (r["epoch_to_target"] is None)
+        assert r["cpu_instances_per_s"] > 0 and 0 <= r["test_metric"] <= 1
+    assert capsys.readouterr().out.count("mlp mak") == 2
+
+
+def test_defaults_sweep_rejects_a_malformed_cell(capsys):
+    from bench import defaults
+
+    with pytest.raises(SystemExit):
+        defaults.main(["mlp", "--cells", "16x8"])
+    assert "MAK:MUF" in capsys.readouterr().err
