@@ -87,12 +87,18 @@ def test_packed_batches_change_no_kernel_call_and_no_bit(model, mode, max_batch)
     assert packed.conservation_report() == []
 
 
-def test_packed_batches_really_travel():
+def _list_rnn_injected(n: int, members: set[str] | None = None) -> Engine:
+    """A list-rnn engine with ``n`` instances injected and nothing run yet."""
     entry = MODELS["list-rnn"]
     graph = entry.build()
-    engine = Engine(graph)
-    for key, example in enumerate(entry.data(0).train[:8]):
+    engine = Engine(graph, members=members)
+    for key, example in enumerate(entry.data(0).train[:n]):
         engine.inject(key, entry.inputs(graph, example))
+    return engine
+
+
+def test_packed_batches_really_travel():
+    engine = _list_rnn_injected(8)
     seen = 0
     while not engine.idle:
         seen += sum(type(item) is Packed for items in engine.inboxes.values() for item in items)
@@ -102,12 +108,9 @@ def test_packed_batches_really_travel():
 
 def test_only_plain_messages_leave_an_engine():
     """Kernels with a route out of the engine emit messages, so the outbox never holds a batch."""
-    entry = MODELS["list-rnn"]
-    graph = entry.build()
-    host = Engine(graph, members=set(graph.nodes) - {"rnn"})
+    graph = MODELS["list-rnn"].build()
+    host = _list_rnn_injected(8, members=set(graph.nodes) - {"rnn"})
     assert not host.kernels["step_in"].packed and host.kernels["head"].packed
-    for key, example in enumerate(entry.data(0).train[:8]):
-        host.inject(key, entry.inputs(graph, example))
     host.run()
     out = host.take_outbox()
     assert len(out) == 8 and all(type(msg) is Message for _, msg in out)
@@ -119,11 +122,7 @@ def test_batching_happens_when_messages_wait():
 
 
 def test_the_fullest_inbox_is_served_first():
-    entry = MODELS["list-rnn"]
-    graph = entry.build()
-    engine = Engine(graph)
-    for key, example in enumerate(entry.data(0).train[:6]):
-        engine.inject(key, entry.inputs(graph, example))
+    engine = _list_rnn_injected(6)
     while not engine.idle:
         sizes = engine.inbox_sizes()
         calls = dict(engine.stats.batches)
