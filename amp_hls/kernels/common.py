@@ -36,11 +36,13 @@ def check_grads(kernel: Kernel, port: int, msgs: Sequence[Message]) -> None:
             )
 
 
-def index_rows(kernel: Kernel, payload: np.ndarray, tag: Tag, port: int) -> np.ndarray:
-    """An index payload as int64; anything else is a wiring or host bug, not a value to scale."""
+def index_rows(kernel: Kernel, payload: np.ndarray, tags: Sequence[Tag], port: int) -> np.ndarray:
+    """The index rows of the messages ``tags`` (stacked) as int64; anything else is a wiring or
+    host bug, not a value to scale."""
     p = np.asarray(payload)
     if p.dtype.kind not in "iu":
-        raise kernel.error(f"in{port}: index payload of dtype {p.dtype} (tag {tag})")
+        which = f"tag {tags[0]}" if len(tags) == 1 else f"one of {len(tags)} tags, {tags[0]} to {tags[-1]}"
+        raise kernel.error(f"in{port}: index payload of dtype {p.dtype} ({which})")
     return p.astype(np.int64, copy=False)
 
 

@@ -146,7 +146,7 @@ class LossKernel(Kernel):
         tags = joined.tags
         (p_rows, t_rows), offsets = stack_ports(self, joined)
         if self.node.fn != "mse":
-            index_rows(self, t_rows, tags[0], 1)  # class labels must be integers
+            index_rows(self, t_rows, tags, 1)  # class labels must be integers
         dy = self._evaluate(tags, p_rows, t_rows, offsets)
         if not train:
             return []

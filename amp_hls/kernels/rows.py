@@ -198,7 +198,7 @@ class AggregateKernel(Kernel):
         tags = joined.tags
         v, edges = joined.parts
         offsets, edge_offsets = joined.offsets
-        edges = index_rows(self, edges, tags[0], 1)
+        edges = index_rows(self, edges, tags, 1)
         counts = np.diff(edge_offsets)
         if edges.size and (edges.min() < 0 or (edges.max(axis=1) >= np.repeat(np.diff(offsets), counts)).any()):
             for k, tag in enumerate(tags):  # names the first message at fault
