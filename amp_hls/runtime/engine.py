@@ -194,7 +194,7 @@ class Engine:
         stats.messages += len(batch)
         stats.batches[node] += 1
         if node in self._same_keys:
-            self._pass(node, emitted)
+            self._deliver(node, emitted, track_keys=False)
             return []
         self._deliver(node, emitted)
         finished = []
@@ -226,7 +226,10 @@ class Engine:
             finished.extend(self.step())
         raise KernelError(f"engine did not settle within {max_steps} steps (a loop that never exits?)")
 
-    def _deliver(self, node: str, emitted: Iterable[tuple[int, Message | Packed]]) -> None:
+    def _deliver(self, node: str, emitted: Iterable[tuple[int, Message | Packed]], track_keys: bool = True) -> None:
+        """Put what ``node`` emitted into the inboxes it goes to (plain messages for nodes outside
+        the engine into the outbox); ``track_keys`` counts them per key in flight, which a
+        ``_same_keys`` node can skip: it changes no key's count."""
         routes = self._routes[node]
         inboxes, sizes = self.inboxes, self._sizes
         keys: list[int] = []
@@ -237,7 +240,8 @@ class Engine:
                 size = len(item.tags)
                 direction = item.direction
                 inbox = routes[direction][port]
-                keys.extend([tag[0] for tag in item.tags])
+                if track_keys:
+                    keys.extend([tag[0] for tag in item.tags])
             else:
                 size = 1
                 direction = item[1]
@@ -247,7 +251,8 @@ class Engine:
                     n += 1
                     n_bwd += direction
                     continue
-                add_key(item[0][0])
+                if track_keys:
+                    add_key(item[0][0])
             n += size
             n_bwd += size * direction
             waiting = inboxes.get(inbox)  # type: ignore[arg-type]
@@ -257,33 +262,8 @@ class Engine:
             else:
                 waiting.append(item)
                 sizes[inbox] += size  # type: ignore[index]
-        self._in_flight.update(keys)  # counts in C
-        counts = self.counts[node]
-        counts.fwd_out += n - n_bwd
-        counts.bwd_out += n_bwd
-
-    def _pass(self, node: str, emitted: list[tuple[int, Message | Packed]]) -> None:
-        """``_deliver`` for a ``_same_keys`` node: no key changes its in-flight count."""
-        routes = self._routes[node]
-        inboxes, sizes = self.inboxes, self._sizes
-        n_bwd = n = 0
-        for port, item in emitted:
-            if type(item) is Packed:
-                size = len(item.tags)
-                direction = item.direction
-            else:
-                size = 1
-                direction = item[1]
-            n += size
-            n_bwd += size * direction
-            inbox = routes[direction][port]
-            waiting = inboxes.get(inbox)  # type: ignore[arg-type]
-            if waiting is None:
-                inboxes[inbox] = [item]  # type: ignore[index]
-                sizes[inbox] = size  # type: ignore[index]
-            else:
-                waiting.append(item)
-                sizes[inbox] += size  # type: ignore[index]
+        if keys:
+            self._in_flight.update(keys)  # counts in C
         counts = self.counts[node]
         counts.fwd_out += n - n_bwd
         counts.bwd_out += n_bwd
