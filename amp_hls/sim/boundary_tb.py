@@ -20,6 +20,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from amp_hls.message import Direction, Tag
+from amp_hls.sim.axis import MessageSink, MessageSource
 from amp_hls.wire import (
     ChannelMap,
     ChannelSpec,
@@ -30,7 +31,6 @@ from amp_hls.wire import (
     pack_header,
     unpack_header,
 )
-from sim.axis import MessageSink, MessageSource
 
 
 def message(doc: dict) -> WireMessage:

@@ -31,8 +31,8 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from cocotb.utils import get_sim_time
 
 from amp_hls.message import Direction, Tag
+from amp_hls.sim.axis import MessageSink, MessageSource
 from amp_hls.wire import ChannelMap, ChannelSpec, Kind, Shape, WireMessage
-from sim.axis import MessageSink, MessageSource
 
 PERIOD_NS = 10
 
