@@ -13,11 +13,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from .kernels import LinearKernel
+from .kernels import ParamKernel
 from .models import MODELS
 from .numerics import NumericConfig
 from .runtime import Engine
@@ -25,9 +26,9 @@ from .runtime import Engine
 DEMO_MODELS = ("mlp", "list-rnn")
 
 
-def run_demo(n_instances: int = 8, seed: int = 0, out: Path = Path("build/demo")) -> int:
-    from .cli import main
-
+def run_demo(main: Callable[[Sequence[str]], int], n_instances: int = 8, seed: int = 0,
+             out: Path = Path("build/demo")) -> int:
+    """``main`` runs one ``amp-hls`` command line (the CLI passes its own: the demo sits below it)."""
     status = check_models(n_instances, seed)
     print("== training list-rnn (asynchronous, CPU runtime) to its target")
     status = status or main(["train", "list-rnn", "--seed", str(seed), "--json", str(out / "list-rnn.json")])
@@ -77,8 +78,8 @@ def check_rtlsim(root: Path, seed: int, examples: int = 64, epochs: int = 2) -> 
 def check_csim(model: str, root: Path, n_instances: int, seed: int) -> int:
     """Generate ``model``'s board project, run instances through the C simulation and the numpy
     device model with the same weights, and say whether every message matched bit for bit."""
-    from .codegen.hls import HlsOptions
     from .codegen.project import generate_project
+    from .design import DeviceOptions
     from .host import CpuDevice
     from .host.csim import CsimDevice
     from .host.runner import HostRunner, by_channel
@@ -86,9 +87,9 @@ def check_csim(model: str, root: Path, n_instances: int, seed: int) -> int:
     entry = MODELS[model]
     graph = entry.build()
     fixed = NumericConfig("fixed")
-    project = generate_project(graph, root, "pynq-z2", HlsOptions(numerics=fixed, muf=4))
+    project = generate_project(graph, root, "pynq-z2", DeviceOptions(numerics=fixed, muf=4))
     print(f"  wrote {project.hls.root} ({len(project.hls.kernel_files)} kernel sources, hls.tcl, vivado.tcl, Makefile)")
-    weights = {n: k.params for n, k in Engine(graph, fixed, seed=seed).kernels.items() if isinstance(k, LinearKernel)}
+    weights = {n: k.params for n, k in Engine(graph, fixed, seed=seed).kernels.items() if isinstance(k, ParamKernel)}
     inputs = [entry.inputs(graph, e) for e in entry.data(seed).train[:n_instances]]
     received = []
     for device in (CsimDevice(project.hls), CpuDevice(project.hls.placement, fixed, muf=4)):
@@ -118,7 +119,7 @@ def check_models(n_instances: int, seed: int) -> int:
             finished = engine.run()
             losses = [r.loss for k in engine.kernels.values() for r in getattr(k, "results", [])]
             grad_norm = sum(
-                float(np.linalg.norm(g)) for k in engine.kernels.values() if isinstance(k, LinearKernel)
+                float(np.linalg.norm(g)) for k in engine.kernels.values() if isinstance(k, ParamKernel)
                 for g in k.grads_as_float().values()
             )
             problems = engine.conservation_report()

@@ -75,7 +75,7 @@ def test_train_help_lists_the_options(capsys):
 
 
 def test_train_defaults_come_from_the_model():
-    from amp_hls.runtime.train_cli import config_from_args
+    from amp_hls.cli.train import config_from_args
 
     args = build_parser().parse_args(["train", "list-rnn"])
     c = config_from_args(args)

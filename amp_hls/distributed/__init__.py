@@ -6,13 +6,17 @@ mpi4py and the mpich wheel, whose ``mpiexec`` runs as root with no extra flags).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import AmpHlsError
-from ..models import MODELS
+from ..models import ModelEntry
+
+if TYPE_CHECKING:
+    from ..runtime.trainer import TrainConfig
 
 # Fault injection for tests: "RANK:SECONDS" makes that worker crash; N makes workers resend
 # every N-th gradient dump (the server must apply it once).
@@ -35,38 +39,50 @@ def worker_mak(mak: int, workers: int) -> int:
     return max(1, -(-mak // workers))
 
 
-def run_distributed(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class DistributedOptions:
+    """What a distributed run takes besides its model and TrainConfig (``amp-hls train
+    --distributed`` fills it from its options of the same names)."""
+
+    n_sync: int = 1
+    worker_timeout: float = 30.0
+    eval_every_s: float = 10.0
+    checkpoint: Path | None = None
+    resume: Path | None = None
+    warm_start: Path | None = None
+    json: Path | None = None
+    plot: Path | None = None
+
+
+def run_distributed(entry: ModelEntry, config: TrainConfig, options: DistributedOptions) -> int:
     try:
         from mpi4py import MPI
     except ImportError:
         raise AmpHlsError("--distributed needs mpi4py: pip install 'amp-hls[mpi]'") from None
-    from ..runtime.train_cli import config_from_args
     from .server import ParameterServerRank
     from .worker import WorkerTrainer
 
     comm = MPI.COMM_WORLD
-    entry = MODELS[args.model]
-    config = config_from_args(args)
     if comm.Get_size() < 2:
         raise AmpHlsError("--distributed needs at least 2 ranks: mpiexec -n N+1 amp-hls train ...")
     if comm.Get_rank() == 0:
         server = ParameterServerRank(
-            comm, entry, config, args.n_sync, worker_timeout=args.worker_timeout,
-            eval_every_s=args.eval_every, checkpoint=args.checkpoint, resume=args.resume,
-            warm_start=args.warm_start,
+            comm, entry, config, options.n_sync, worker_timeout=options.worker_timeout,
+            eval_every_s=options.eval_every_s, checkpoint=options.checkpoint, resume=options.resume,
+            warm_start=options.warm_start,
         )
         summary = server.run()
         from ..runtime.report import plot_curves, write_json
 
-        if args.json is not None:
-            write_json(summary, args.json)
-        if args.plot is not None:
+        if options.json is not None:
+            write_json(summary, options.json)
+        if options.plot is not None:
             curve = [(r["wall_s"], r["val_metric"]) for r in summary["history"]]
-            plot_curves({f"{summary['workers']} workers, n_sync={args.n_sync}": curve}, args.plot,
+            plot_curves({f"{summary['workers']} workers, n_sync={options.n_sync}": curve}, options.plot,
                         metric=f"validation {entry.metric}", target=config.target)
         ttt = summary["time_to_target_s"]
         print(
-            f"[server] {entry.name}: {summary['workers']} worker(s), n_sync={args.n_sync}: "
+            f"[server] {entry.name}: {summary['workers']} worker(s), n_sync={options.n_sync}: "
             f"test {entry.metric} {summary['test_metric']:.4f}, {summary['updates']} updates in "
             f"{summary['wall_s']:.1f} s, time to target {f'{ttt:.1f} s' if ttt is not None else 'not reached'}, "
             f"staleness mean {summary['staleness']['mean']:.1f}, dropped workers {summary['dropped_workers']}",
@@ -90,8 +106,8 @@ def run_distributed(args: argparse.Namespace) -> int:
     worker = WorkerTrainer(comm, entry, config, die_after_s=die,
                            duplicate_every=int(os.environ.get(DUPLICATE_ENV, "0")),
                            local_updates=os.environ.get(NO_LOCAL_ENV, "") not in ("1", "true", "yes"),
-                           max_unconfirmed=int(os.environ.get(MAX_UNCONFIRMED_ENV, max_unconfirmed(args.n_sync))),
-                           optimizer_state=args.resume or args.warm_start)
+                           max_unconfirmed=int(os.environ.get(MAX_UNCONFIRMED_ENV, max_unconfirmed(options.n_sync))),
+                           optimizer_state=options.resume or options.warm_start)
     worker.work()
     if os.environ.get(FAIL_ENV):
         sys.stdout.flush()

@@ -11,9 +11,9 @@ from tqdm import tqdm
 
 from ..errors import AmpHlsError
 from ..models import MODELS
-from .optim import OPTIMIZERS, OptimizerConfig
-from .report import plot_curves, write_json
-from .trainer import EpochRecord, TrainConfig, Trainer, TrainerBase
+from ..runtime.optim import OPTIMIZERS, OptimizerConfig
+from ..runtime.report import plot_curves, write_json
+from ..runtime.trainer import EpochRecord, TrainConfig, Trainer, TrainerBase
 
 TRAIN_BACKENDS = ("cpu", "numpy-device", "csim", "rtlsim", "pynq")
 
@@ -82,9 +82,14 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 def run_train(args: argparse.Namespace) -> int:
     entry = MODELS[args.model]
     if args.distributed:
-        from ..distributed import run_distributed
+        from ..distributed import DistributedOptions, run_distributed
 
-        return run_distributed(args)
+        options = DistributedOptions(
+            n_sync=args.n_sync, worker_timeout=args.worker_timeout, eval_every_s=args.eval_every,
+            checkpoint=args.checkpoint, resume=args.resume, warm_start=args.warm_start,
+            json=args.json, plot=args.plot,
+        )
+        return run_distributed(entry, config_from_args(args), options)
     trainer: TrainerBase
     if args.backend != "cpu":
         if args.resume is not None:

@@ -1,0 +1,7 @@
+"""``python -m amp_hls.cli``: the same as the ``amp-hls`` console script."""
+
+import sys
+
+from . import main
+
+sys.exit(main())
