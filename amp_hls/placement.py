@@ -5,8 +5,10 @@ device model, the generated C++, the RTL, the board driver and the host):
 
 - an *edge* channel for each IR edge between a host node and a device node; its DATA messages
   travel forward one way and backward the other;
-- a *params* channel for each device parameter node: WEIGHTS go in, GRADS come out.
-  The payload is one row per output feature: ``[W[o, :], b[o]]`` (bias column only if present).
+- a *params* channel for each device node with parameters (``Node.param_shapes``): WEIGHTS go
+  in, GRADS come out. The payload is the node's tensors side by side, one row per leading index,
+  in ``param_shapes`` order: for a Linear ``[W[o, :], b[o]]`` per output feature (bias column only
+  if present).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .errors import IRError
-from .ir import Edge, GraphCore, Linear
+from .ir import Edge, GraphCore, Node
 from .wire import ChannelMap, ChannelSpec, Kind, Shape
 
 
@@ -99,23 +101,38 @@ def place(graph: GraphCore) -> Placement:
             channels.append(BoundaryChannel(len(channels), name, edge, None, cs))
     for name in device:
         node = graph.nodes[name]
-        if isinstance(node, Linear):
-            shape = Shape(node.in_features + int(node.bias), node.out_features)
+        if node.param_shapes():
+            shape = params_shape(node)
             cs = ChannelSpec(len(channels), f"{name}_params", {Kind.WEIGHTS: shape, Kind.GRADS: shape})
             channels.append(BoundaryChannel(len(channels), cs.name, None, name, cs))
     return Placement(graph, device, host, tuple(channels))
 
 
-def pack_params(node: Linear, params: dict[str, np.ndarray]) -> np.ndarray:
-    """Parameter tensors as params-channel rows: ``[W[o, :], b[o]]`` per output feature."""
-    cols = [params["weight"]]
-    if node.bias:
-        cols.append(np.asarray(params["bias"]).reshape(-1, 1))
-    return np.concatenate(cols, axis=1)
+def _param_columns(node: Node) -> dict[str, int]:
+    """Columns each parameter tensor takes in a params-channel row (its trailing dimensions)."""
+    shapes = node.param_shapes()
+    rows = {shape[0] for shape in shapes.values()}
+    if len(rows) != 1:  # a node kind's definition, never user input
+        raise IRError(f"parameter tensors {shapes} do not share a leading dimension", node=node.name)
+    return {name: int(np.prod(shape[1:], dtype=np.int64)) for name, shape in shapes.items()}
 
 
-def unpack_params(node: Linear, rows: np.ndarray) -> dict[str, np.ndarray]:
-    out = {"weight": rows[:, : node.in_features]}
-    if node.bias:
-        out["bias"] = rows[:, node.in_features]
+def params_shape(node: Node) -> Shape:
+    """The params channel's payload shape: every tensor's columns, one row per leading index."""
+    rows = next(iter(node.param_shapes().values()))[0]
+    return Shape(sum(_param_columns(node).values()), rows)
+
+
+def pack_params(node: Node, params: dict[str, np.ndarray]) -> np.ndarray:
+    """Parameter tensors as params-channel rows (for a Linear: ``[W[o, :], b[o]]`` per output)."""
+    rows = params_shape(node).max_rows
+    return np.concatenate([np.asarray(params[name]).reshape(rows, cols) for name, cols in _param_columns(node).items()], axis=1)
+
+
+def unpack_params(node: Node, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """The tensors of ``pack_params`` back, in their ``param_shapes`` shapes."""
+    out, start = {}, 0
+    for (name, shape), cols in zip(node.param_shapes().items(), _param_columns(node).values(), strict=True):
+        out[name] = rows[:, start:start + cols].reshape(shape)
+        start += cols
     return out

@@ -1,13 +1,14 @@
-"""IR -> RTL: the SystemVerilog package, kernel modules, the boundary, a simulation harness,
-and the connected top ``amp_top`` (``generate_design``: boundary, kernels, one FIFO per stream).
+"""The lowered device design -> RTL: the SystemVerilog package, kernel modules, the boundary, a
+simulation harness, and the connected top ``amp_top`` (``generate_top``: boundary, kernels, one
+FIFO per stream, each sized by ``DeviceDesign.fifo_address_bits``).
 
 Like the C++ headers (``codegen.headers``), nothing here is typed by hand: the package
 ``amp_pkg`` takes every wire constant from ``amp_hls.wire.wire_constants``, the precisions and
 accumulator width from the numeric config, and the tanh/sigmoid tables from
 ``amp_hls.numerics.activation_table``. Kernel modules are named ``k_<node>`` with the ports of
-the HLS kernel of the same node (``codegen.hls.kernel_ports``), as AXI streams with Vitis HLS
+the HLS kernel of the same node (``design.kernel_ports``), as AXI streams with Vitis HLS
 naming (``in0_TDATA``, ...; ``ap_clk``, ``ap_rst_n``), so one testbench drives either.
-``k_demux``/``k_mux`` follow ``codegen.hls.wiring``'s routes, as the C++ boundary does.
+``k_demux``/``k_mux`` follow the design's routes, as the C++ boundary does.
 
 The RTL keeps to a conservative Verilog-2005-like subset (a package, functions that assign their
 name, tables as constant ROMs) meant for Yosys as well as Verilator; only Verilator checks it so
@@ -19,11 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..design import DeviceDesign, index_bits, port_reads
 from ..errors import AmpHlsError
-from ..ir import GraphCore
+from ..kinds import KINDS
 from ..numerics import ACC_BITS, ACC_MAX, ACC_MIN, LUT_KINDS, NumericConfig, activation_table
-from ..placement import place
-from ..resources import hw_dir, templates_dir
+from ..resources import hw_dir
 from ..wire import (
     HEADER_FIELDS,
     STATE_WORD_BITS,
@@ -33,7 +34,6 @@ from ..wire import (
     elements_per_beat,
     wire_constants,
 )
-from .hls import HlsOptions, StreamLink, kernel_ports, port_reads, wiring
 from .jinja import environment
 
 PACKAGE_FILE = "amp_pkg.sv"
@@ -41,23 +41,16 @@ HARNESS = "amp_harness"
 TOP = "amp_top"  # the connected design: boundary, kernels and one FIFO per stream
 FIFO_FILE = "amp_fifo.sv"  # hand-written, in hw/rtl
 BOUNDARY_FILE = "boundary.sv"
-SMALL_FIFO = 16  # beats of a FIFO whose depth no progress depends on (see fifo_address_bits)
-KERNEL_TEMPLATES = "rtl/kernels"  # one <kind>.sv.j2 per node kind with an RTL kernel
 
 
 def rtl_kinds() -> tuple[str, ...]:
-    """Node kinds that have an RTL kernel: those with a template in ``templates/rtl/kernels``."""
-    return tuple(sorted(p.name.removesuffix(".sv.j2") for p in (templates_dir() / KERNEL_TEMPLATES).glob("*.sv.j2")))
+    """Node kinds that have an RTL kernel (their row in ``amp_hls.kinds`` names a template)."""
+    return tuple(sorted(kind for kind, row in KINDS.items() if row.rtl_template is not None))
 
 
 def sv64(value: int) -> str:
     """A signed 64-bit SV literal; the sign sits outside, since ``64'sd`` takes no minus."""
     return f"-64'sd{-value}" if value < 0 else f"64'sd{value}"
-
-
-def _bits(n: int) -> int:
-    """Bits of a counter or index over ``range(n)`` (at least one)."""
-    return max(1, (n - 1).bit_length())
 
 
 def render_package(numerics: NumericConfig) -> str:
@@ -73,40 +66,40 @@ def render_package(numerics: NumericConfig) -> str:
     )
 
 
-def render_kernel(graph: GraphCore, name: str, options: HlsOptions | None = None) -> str:
-    """The RTL module ``k_<name>`` of one node; AmpHlsError for a kind with no RTL kernel yet.
+def render_kernel(design: DeviceDesign, name: str) -> str:
+    """The RTL module ``k_<name>`` of one device node; AmpHlsError for a kind with no RTL kernel.
 
     Every template gets the same context (the node, its port specs, the options and the wire
     geometry of its first input); kind-specific sizes are computed in the template from these."""
-    options = options or HlsOptions()
-    node = graph.nodes[name]
-    if node.kind not in rtl_kinds():
-        raise AmpHlsError(f"no RTL kernel for node kind {node.kind!r} (node '{name}')")
-    in_specs = [graph.input_spec(name, i) for i in range(node.n_inputs)]
-    out_specs = [graph.spec(name, j) for j in range(node.n_outputs)]
+    options = design.options
+    kernel = design.nodes.get(name)  # None for a host node
+    if kernel is None or kernel.node.kind not in rtl_kinds():
+        raise AmpHlsError(f"no RTL kernel for node kind {design.graph.nodes[name].kind!r} (node '{name}')")
+    node = kernel.node
+    in_specs, out_specs = list(kernel.in_specs), list(kernel.out_specs)
     spec = in_specs[0]
     epb = elements_per_beat(Kind.DATA)
     bpr = beats_per_row(Kind.DATA, spec.width)
     rows_bits = next(f.bits for f in HEADER_FIELDS if f.name == "rows")
-    return environment().get_template(f"{KERNEL_TEMPLATES}/{node.kind}.sv.j2").render(
-        graph_name=graph.name,
+    return environment().get_template(kernel.row.rtl_template).render(
+        graph_name=design.graph.name,
         node=node,
-        module=f"k_{name}",
+        module=kernel.top,
         options=options,
         in_specs=in_specs,
         out_specs=out_specs,
-        ports=kernel_ports(node),
-        bits=_bits,
+        ports=list(kernel.ports),
+        bits=index_bits,
         beats_per_row=beats_per_row,
         Kind=Kind,
         slots=options.cache_slots,
-        slot_bits=_bits(options.cache_slots),
+        slot_bits=index_bits(options.cache_slots),
         epb=epb,
         bpr=bpr,
-        col_bits=_bits(bpr),
-        beat_bits=_bits(spec.max_rows * bpr),
+        col_bits=index_bits(bpr),
+        beat_bits=index_bits(spec.max_rows * bpr),
         max_beats=spec.max_rows * bpr,
-        saved_depth=options.cache_slots << _bits(spec.max_rows * bpr),  # addressed {slot, beat}
+        saved_depth=options.cache_slots << index_bits(spec.max_rows * bpr),  # addressed {slot, beat}
         max_rows=spec.max_rows,
         rows_bits=rows_bits,
         last_lanes=spec.width - (bpr - 1) * epb,  # lanes of a row's last beat that hold data
@@ -115,30 +108,30 @@ def render_kernel(graph: GraphCore, name: str, options: HlsOptions | None = None
     )
 
 
-def render_boundary(graph: GraphCore) -> str:
-    """``k_demux`` and ``k_mux`` for the device part of ``graph`` (routes from ``hls.wiring``)."""
-    wires = wiring(graph, place(graph))
+def render_boundary(design: DeviceDesign) -> str:
+    """``k_demux`` and ``k_mux`` of ``design`` (its boundary routes)."""
+    wires = design.wiring
     routes = max(len(wires.demux_routes), len(wires.mux_routes))
     return environment().get_template("rtl/boundary.sv.j2").render(
-        graph_name=graph.name,
+        graph_name=design.graph.name,
         demux_routes=wires.demux_routes,
         mux_routes=wires.mux_routes,
-        route_bits=_bits(routes),
+        route_bits=index_bits(routes),
     )
 
 
-def render_harness(graph: GraphCore, nodes: list[str]) -> str:
+def render_harness(design: DeviceDesign, nodes: list[str]) -> str:
     """A module holding the kernels of ``nodes`` and the boundary side by side, unconnected, their
     ports prefixed ``<node>_`` (``demux_``, ``mux_``): one simulator build then tests them all (a
     Verilator build costs seconds, a run far less)."""
-    wires = wiring(graph, place(graph))
+    wires = design.wiring
 
     def ports(names: list[str], reads: list[bool]) -> list[dict[str, object]]:
         return [{"name": p, "reads": r} for p, r in zip(names, reads)]
 
     kernels = [
-        {"node": n, "module": f"k_{n}", "error": True,
-         "ports": ports(kernel_ports(graph.nodes[n]), [port_reads(p) for p in kernel_ports(graph.nodes[n])])}
+        {"node": n, "module": design.nodes[n].top, "error": True,
+         "ports": ports(list(design.nodes[n].ports), [port_reads(p) for p in design.nodes[n].ports])}
         for n in nodes
     ]
     demux = wires.demux_ports
@@ -148,7 +141,7 @@ def render_harness(graph: GraphCore, nodes: list[str]) -> str:
     kernels.append({"node": "mux", "module": "k_mux", "error": False,
                     "ports": ports(mux, [True] * (len(mux) - 1) + [False])})
     return environment().get_template("rtl/harness.sv.j2").render(
-        module=HARNESS, graph_name=graph.name, kernels=kernels
+        module=HARNESS, graph_name=design.graph.name, kernels=kernels
     )
 
 
@@ -165,95 +158,72 @@ class RtlFiles:
         return [self.package, *self.kernels.values(), self.boundary, self.harness]
 
 
-def generate_rtl(
-    graph: GraphCore, nodes: list[str], out_dir: str | Path, options: HlsOptions | None = None
-) -> RtlFiles:
+def generate_rtl(design: DeviceDesign, nodes: list[str], out_dir: str | Path) -> RtlFiles:
     """Write ``amp_pkg.sv``, ``k_<node>.sv`` for each of ``nodes``, ``boundary.sv`` and the
     simulation harness ``amp_harness.sv`` (all of them side by side) into ``out_dir``."""
-    options = options or HlsOptions()
     root = Path(out_dir)
     root.mkdir(parents=True, exist_ok=True)
     package = root / PACKAGE_FILE
-    package.write_text(render_package(options.numerics))
+    package.write_text(render_package(design.options.numerics))
     kernels = {}
     for name in nodes:
         path = root / f"k_{name}.sv"
-        path.write_text(render_kernel(graph, name, options))
+        path.write_text(render_kernel(design, name))
         kernels[name] = path
     boundary = root / BOUNDARY_FILE
-    boundary.write_text(render_boundary(graph))
+    boundary.write_text(render_boundary(design))
     harness = root / f"{HARNESS}.sv"
-    harness.write_text(render_harness(graph, nodes))
+    harness.write_text(render_harness(design, nodes))
     return RtlFiles(package, kernels, boundary, harness)
 
 
-def missing_kinds(graph: GraphCore) -> tuple[str, ...]:
-    """The kinds of ``graph``'s device nodes that have no RTL kernel yet (empty: ``amp_top``
-    can be generated)."""
-    kinds = {graph.nodes[n].kind for n in place(graph).device_nodes}
+def missing_kinds(design: DeviceDesign) -> tuple[str, ...]:
+    """The kinds of the design's nodes that have no RTL kernel (empty: ``amp_top`` can be
+    generated)."""
+    kinds = {k.node.kind for k in design.nodes.values()}
     return tuple(sorted(kinds - set(rtl_kinds())))
 
 
-def fifo_address_bits(link: StreamLink, options: HlsOptions) -> int:
-    """Address bits of ``link``'s FIFO (``2**bits`` beats).
-
-    A DATA stream between kernels, or from the demux, holds ``cache_slots`` whole messages: as
-    many as can be on it at once when ``cache_slots`` covers mak times the messages one instance
-    leaves at a node (the sizing rule), so no writer ever waits for room -- the unbounded streams
-    of the C simulation, and its freedom from deadlock, loops included. A stream into the mux
-    drains whenever the host reads host_out, and a WEIGHTS stream's reader never waits for
-    anything but room it always gets: progress does not depend on their depth, and
-    ``SMALL_FIFO`` beats only decouple writer and reader (docs/architecture.md, RTL)."""
-    if link.dst.top == "k_mux" or link.kind is not Kind.DATA:
-        return _bits(SMALL_FIFO)
-    return _bits(options.cache_slots * link.max_message_beats)
-
-
-def render_top(graph: GraphCore, options: HlsOptions | None = None) -> str:
-    """``amp_top``: ``k_demux``, ``k_mux`` and every device node's kernel, each stream of
-    ``hls.wiring`` through its own ``amp_fifo``."""
-    options = options or HlsOptions()
-    placement = place(graph)
-    wires = wiring(graph, placement)
+def render_top(design: DeviceDesign) -> str:
+    """``amp_top``: ``k_demux``, ``k_mux`` and every device node's kernel, each stream of the
+    design through its own ``amp_fifo``."""
+    wires = design.wiring
     links = [
         dict(name=link.name, src=str(link.src), dst=str(link.dst), kind=link.kind.name,
-             beats=link.max_message_beats, aw=fifo_address_bits(link, options))
+             beats=link.max_message_beats, aw=design.fifo_address_bits[link.name])
         for link in wires.streams
     ]
     kernels = []
-    for name in placement.device_nodes:
-        ports = kernel_ports(graph.nodes[name])
-        kernels.append(dict(node=name, module=f"k_{name}", ports=[
+    for kernel in design.nodes.values():
+        kernels.append(dict(node=kernel.name, module=kernel.top, ports=[
             dict(port=p, stream=s, side="r" if port_reads(p) else "w")
-            for p, s in zip(ports, wires.kernel_streams[name], strict=True)
+            for p, s in zip(kernel.ports, kernel.streams, strict=True)
         ]))
     return environment().get_template("rtl/top.sv.j2").render(
         module=TOP,
-        graph_name=graph.name,
+        graph_name=design.graph.name,
         links=links,
         kernels=kernels,
         demux_streams=[r["stream"] for r in wires.demux_routes],
         mux_streams=[r["stream"] for r in wires.mux_routes],
-        errors=["demux", *placement.device_nodes],
+        errors=["demux", *design.device_nodes],
     )
 
 
-def generate_design(graph: GraphCore, out_dir: str | Path, options: HlsOptions | None = None) -> list[Path]:
-    """Write the whole device design of ``graph`` into ``out_dir``: ``amp_pkg.sv``, ``amp_fifo.sv``,
+def generate_top(design: DeviceDesign, out_dir: str | Path) -> list[Path]:
+    """Write the whole RTL of ``design`` into ``out_dir``: ``amp_pkg.sv``, ``amp_fifo.sv``,
     ``k_<node>.sv`` per device node, ``boundary.sv`` and ``amp_top.sv``; the files in compile
     order. A device node kind with no RTL kernel is an AmpHlsError raised before anything is
     written."""
-    options = options or HlsOptions()
-    missing = missing_kinds(graph)
+    missing = missing_kinds(design)
     if missing:
-        raise AmpHlsError(f"graph {graph.name!r}: no RTL kernel for node kind(s) {', '.join(missing)}")
-    placement = place(graph)
-    texts = {PACKAGE_FILE: render_package(options.numerics),
+        raise AmpHlsError(f"graph {design.graph.name!r}: no RTL kernel for node kind(s) {', '.join(missing)}")
+    texts = {PACKAGE_FILE: render_package(design.options.numerics),
              FIFO_FILE: (hw_dir() / "rtl" / FIFO_FILE).read_text()}
-    for name in placement.device_nodes:
-        texts[f"k_{name}.sv"] = render_kernel(graph, name, options)
-    texts[BOUNDARY_FILE] = render_boundary(graph)
-    texts[f"{TOP}.sv"] = render_top(graph, options)
+    for name in design.device_nodes:
+        texts[f"k_{name}.sv"] = render_kernel(design, name)
+    texts[BOUNDARY_FILE] = render_boundary(design)
+    texts[f"{TOP}.sv"] = render_top(design)
     root = Path(out_dir)
     root.mkdir(parents=True, exist_ok=True)
     paths = []

@@ -1,7 +1,7 @@
 """Cycle model: how many clock cycles each RTL kernel spends per message.
 
-One module per node kind, ``amp_hls/cycles/<kind>.py``, next to its RTL template
-``templates/rtl/kernels/<kind>.sv.j2``, defines::
+One module per device node kind, ``amp_hls/cycles/<kind>.py`` (named by the kind's row in
+``amp_hls.kinds``, next to its RTL template ``templates/rtl/kernels/<kind>.sv.j2``), defines::
 
     def message_cycles(node, in_specs, out_specs, options, port: str, rows: int) -> int
 
@@ -13,23 +13,9 @@ measured on the RTL under Verilator.
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
-
 from ..errors import AmpHlsError
 from ..ir import GraphCore, Node
-
-
-def kind_model(kind: str) -> ModuleType:
-    """The cycle-model module of one node kind; AmpHlsError when there is none."""
-    if not kind.isidentifier():
-        raise AmpHlsError(f"no cycle model for node kind {kind!r}")
-    try:
-        return importlib.import_module(f"{__name__}.{kind}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{__name__}.{kind}":
-            raise
-        raise AmpHlsError(f"no cycle model for node kind {kind!r}") from None
+from ..kinds import cycle_model
 
 
 def message_cycles(graph: GraphCore, name: str, options, port: str, rows: int) -> int:  # noqa: ANN001
@@ -37,7 +23,7 @@ def message_cycles(graph: GraphCore, name: str, options, port: str, rows: int) -
     node = graph.nodes[name]
     in_specs = [graph.input_spec(name, i) for i in range(node.n_inputs)]
     out_specs = [graph.spec(name, j) for j in range(node.n_outputs)]
-    return int(kind_model(node.kind).message_cycles(node, in_specs, out_specs, options, port, rows))
+    return int(cycle_model(node.kind).message_cycles(node, in_specs, out_specs, options, port, rows))
 
 
 def input_ports(node: Node) -> tuple[str, ...]:

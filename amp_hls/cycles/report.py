@@ -16,10 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..codegen.hls import HlsOptions
+from ..design import DeviceDesign
 from ..errors import AmpHlsError
 from ..ir import GraphCore, Linear
 from ..kernels import Kernel
+from ..kinds import cycle_model
 from ..message import Message
 from ..models import MODELS
 from ..models.inputs import Inputs
@@ -27,7 +28,7 @@ from ..numerics import NumericConfig
 from ..placement import Placement
 from ..runtime import Engine
 from ..wire import Kind, message_beats
-from . import kind_model, message_cycles
+from . import message_cycles
 
 Load = Counter[tuple[str, int]]  # (input port, rows) -> messages
 
@@ -177,9 +178,10 @@ def _link_beats(placement: Placement, loads: dict[str, Load], muf: int) -> dict[
     return beats
 
 
-def cycle_report(placement: Placement, options: HlsOptions, board: str, clock_mhz: float,
+def cycle_report(design: DeviceDesign, board: str, clock_mhz: float,
                  inputs: Sequence[Inputs], seed: int = 0) -> CycleReport:
-    """Price the device traffic of ``inputs`` with the cycle models of ``placement``'s kernels."""
+    """Price the device traffic of ``inputs`` with the cycle models of ``design``'s kernels."""
+    placement, options = design.placement, design.options
     graph = placement.graph
     loads = count_messages(placement, inputs, seed)
     n = len(inputs)
@@ -187,7 +189,7 @@ def cycle_report(placement: Placement, options: HlsOptions, board: str, clock_mh
     for name in placement.device_nodes:
         node = graph.nodes[name]
         try:
-            kind_model(node.kind)
+            cycle_model(node.kind)
             modelled = True
         except AmpHlsError:
             modelled = False
@@ -296,7 +298,7 @@ def measure_rtlsim(root: str | Path, inputs: Sequence[Inputs], mak: int, seed: i
     the weights is not counted; the pipeline's fill and drain are, amortised over the stream."""
     from ..host.rtlsim import RtlsimDevice
     from ..host.runner import HostRunner
-    from ..kernels import LinearKernel
+    from ..kernels import ParamKernel
 
     fixed = NumericConfig("fixed")
     device = RtlsimDevice(root)
@@ -304,7 +306,7 @@ def measure_rtlsim(root: str | Path, inputs: Sequence[Inputs], mak: int, seed: i
         graph = device.placement.graph
         runner = HostRunner(device.placement, device, fixed, seed=seed, timeout=timeout)
         weights = {n: k.params for n, k in Engine(graph, fixed, seed=seed).kernels.items()
-                   if isinstance(k, LinearKernel) and n in device.placement.device_nodes}
+                   if isinstance(k, ParamKernel) and n in device.placement.device_nodes}
         runner.send_weights(weights, 1)
         device.recv(timeout)  # the weights are in
         start, sim_start = device.cycles, device.sim_s
@@ -330,7 +332,7 @@ def project_report(root: str | Path, board: str | None = None, instances: int = 
             raise AmpHlsError(f"{root} names no board (an HLS-only project): pass --board")
     spec = load_board(board)
     inputs = sample_inputs(project.placement.graph, instances, seed)
-    return cycle_report(project.placement, project.options, spec.name, spec.clock_mhz, inputs, seed)
+    return cycle_report(project.design, spec.name, spec.clock_mhz, inputs, seed)
 
 
 def measure_project(root: str | Path, instances: int = 16, seed: int = 0) -> Measured:

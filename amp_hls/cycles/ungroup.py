@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..codegen.hls import HlsOptions
+from ..design import DeviceOptions
 from ..errors import AmpHlsError
 from ..ir import EdgeSpec, Node
 from ..wire import Kind, beats_per_row
@@ -23,7 +23,7 @@ HEADER = 2  # header and state beats of a message sent
 
 
 def message_cycles(node: Node, in_specs: Sequence[EdgeSpec], out_specs: Sequence[EdgeSpec],
-                   options: HlsOptions, port: str, rows: int) -> int:
+                   options: DeviceOptions, port: str, rows: int) -> int:
     bpr = beats_per_row(Kind.DATA, in_specs[0].width)
     if port == "in0":
         return LOOKUP + rows * (HEADER + bpr) + HEADER

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import KernelError
-from ..ir import Linear
 from ..kernels import Kernel, ParamKernel
 from ..message import Direction, Message, Tag
 from ..numerics import NumericConfig
@@ -45,7 +44,7 @@ class CpuDevice(Device):
     def _maybe_dump(self, kernel: Kernel) -> None:
         if isinstance(kernel, ParamKernel) and kernel.n_grads >= self.muf:
             ch = self.placement.params_channel(kernel.name)
-            rows = pack_params(kernel.node, kernel.grads)  # type: ignore[arg-type]
+            rows = pack_params(kernel.node, kernel.grads)
             seq = self._dumps.get(kernel.name, 0)
             self._dumps[kernel.name] = seq + 1
             tag = Tag(seq, (kernel.version & 0xFFFF,))  # dump number; weights version it saw
@@ -60,7 +59,7 @@ class CpuDevice(Device):
                 self.engine.receive(ch.edge, Message(m.tag, m.direction, m.payload.astype(np.int64)))
             elif m.kind is Kind.WEIGHTS and ch.node is not None:
                 kernel = self.engine.kernels[ch.node]
-                assert isinstance(kernel, ParamKernel) and isinstance(kernel.node, Linear)
+                assert isinstance(kernel, ParamKernel)
                 kernel.load_quantized(unpack_params(kernel.node, m.payload), version=m.tag.key)
                 self.counters.weights_loads += 1
             else:

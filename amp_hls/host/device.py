@@ -1,4 +1,4 @@
-"""The one interface the host talks to a device through (design §8).
+"""The one interface the host talks to a device through (docs/glossary.md, backend).
 
 Everything crosses as wire-format messages (``amp_hls.wire.WireMessage``): the numpy device
 model, the C simulation, the RTL simulation and the board all take the same traffic, so the host

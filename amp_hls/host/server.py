@@ -1,4 +1,4 @@
-"""The parameter server (design §8; GPU A-SGD's server, one device as its client).
+"""The parameter server (docs/glossary.md; GPU A-SGD's server, one device as its client).
 
 It keeps fp32 master weights and the optimizer state on the host. Each GRADS dump from a device
 parameter node (a 48-bit gradient sum over ``muf`` backward messages) is applied the moment it
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ir import GraphCore, Linear
+from ..ir import GraphCore
 from ..kernels.base import StalenessStats
 from ..message import Direction, Tag
 from ..numerics import NumericConfig, quantize
@@ -59,7 +59,7 @@ class ParameterServer:
 
     @staticmethod
     def _param_nodes(graph: GraphCore, placement: Placement) -> list[str]:
-        return [n for n in placement.device_nodes if isinstance(graph.nodes[n], Linear)]
+        return [n for n in placement.device_nodes if graph.nodes[n].param_shapes()]
 
     def weights_messages(self, names: list[str] | None = None) -> list[WireMessage]:
         """Quantised WEIGHTS for ``names`` (default: every parameter node), tagged with versions."""
@@ -67,7 +67,6 @@ class ParameterServer:
         for name in names if names is not None else list(self.nodes):
             state = self.nodes[name]
             node = self.placement.graph.nodes[name]
-            assert isinstance(node, Linear)
             q = {k: quantize(v, self.numerics.weights) for k, v in state.params.items()}
             ch = self.placement.params_channel(name)
             msgs.append(WireMessage(ch.channel, Kind.WEIGHTS, Direction.FWD,
@@ -83,7 +82,6 @@ class ParameterServer:
             raise DeviceError(f"{ch.spec}: expected a GRADS dump, got {dump.kind.name}")
         state = self.nodes[ch.node]
         node = self.placement.graph.nodes[ch.node]
-        assert isinstance(node, Linear)
         device_version = dump.tag.state[0] if dump.tag.state else 0
         state.staleness.record((state.version - device_version) % (1 << 16))
         scale = float(1 << self.numerics.grad_acc_frac) * self.muf  # sum of muf messages -> mean

@@ -20,7 +20,7 @@ from ..checkpoint import write_checkpoint
 from ..datasets import Example, Splits
 from ..errors import AmpHlsError
 from ..ir import Graph
-from ..kernels import LinearKernel
+from ..kernels import ParamKernel
 from ..models import ModelEntry
 from ..numerics import NumericConfig, quantize
 from ..placement import Placement, place
@@ -42,18 +42,19 @@ def make_device(
 
         return CpuDevice(placement, numerics, muf=muf)
     if backend == "csim":
-        from ..codegen.hls import HlsOptions, generate_hls
+        from ..codegen.project import write_project
+        from ..design import DeviceOptions, build_design
         from .csim import CsimDevice
 
         root = project_dir if project_dir is not None else Path("build") / f"{graph.name}_hls"
-        project = generate_hls(graph, root, HlsOptions(numerics=numerics, muf=muf, cache_slots=cache_slots))
-        return CsimDevice(project)
+        options = DeviceOptions(numerics=numerics, muf=muf, cache_slots=cache_slots)
+        return CsimDevice(write_project(build_design(graph, options), root, rtl=False))
     if backend == "rtlsim":
-        from ..codegen.hls import HlsOptions
+        from ..design import DeviceOptions
         from .rtlsim import RtlsimDevice
 
         root = project_dir if project_dir is not None else Path("build") / f"{graph.name}_rtl"
-        return RtlsimDevice.generate(graph, root, HlsOptions(numerics=numerics, muf=muf, cache_slots=cache_slots))
+        return RtlsimDevice.generate(graph, root, DeviceOptions(numerics=numerics, muf=muf, cache_slots=cache_slots))
     if backend == "pynq":
         from .pynq import PynqDevice
 
@@ -88,7 +89,7 @@ class DeviceTrainer(TrainerBase):
         self.numerics = NumericConfig("fixed")
         self.placement = place(self.graph)
         init = Engine(self.graph, self.numerics, seed=config.seed, members=self.placement.device_nodes)
-        initial = {n: dict(k.params) for n, k in init.kernels.items() if isinstance(k, LinearKernel)}
+        initial = {n: dict(k.params) for n, k in init.kernels.items() if isinstance(k, ParamKernel)}
         # An instance can leave one cache entry per loop iteration at a node (up to 20 in the
         # zoo's lists), so the tag tables must hold about mak x that many.
         cache_slots = max(64, 24 * config.mak)
@@ -121,7 +122,7 @@ class DeviceTrainer(TrainerBase):
         """The numpy fixed-point forward on the weights the device last received."""
         for name, params in self.server.params().items():
             kernel = self.eval_engine.kernels[name]
-            assert isinstance(kernel, LinearKernel)
+            assert isinstance(kernel, ParamKernel)
             kernel.load_quantized({k: quantize(v, self.numerics.weights) for k, v in params.items()})
         i = 0
         while i < len(examples) or self.eval_engine.active_keys:

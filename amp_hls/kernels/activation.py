@@ -1,4 +1,4 @@
-"""Elementwise nonlinearities: exact in float, lookup tables in fixed point (design §5)."""
+"""Elementwise nonlinearities: exact in float, lookup tables in fixed point (docs/contracts.md, Numerics)."""
 
 from __future__ import annotations
 

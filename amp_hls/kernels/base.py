@@ -358,7 +358,7 @@ def column_bounds(widths: Sequence[int]) -> list[tuple[int, int]]:
 
 
 class StalenessStats:
-    """Histogram of parameter versions elapsed between a forward and its backward (design §4)."""
+    """Histogram of parameter versions elapsed between a forward and its backward (docs/glossary.md, staleness)."""
 
     def __init__(self) -> None:
         self.histogram: Counter[int] = Counter()

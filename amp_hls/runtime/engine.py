@@ -28,8 +28,9 @@ import numpy as np
 
 from ..errors import KernelError
 from ..ir import Edge, GraphCore, Source
-from ..kernels import Kernel, make_kernel
+from ..kernels import Kernel
 from ..kernels.base import Packed, merge, tags_of
+from ..kinds import make_kernel
 from ..message import Direction, Message, Tag
 from ..numerics import FLOAT32, NumericConfig, SaturationCounter
 
@@ -38,7 +39,7 @@ InboxKey = tuple[str, Direction, int]  # (node, direction, port)
 
 @dataclass
 class NodeCounts:
-    """Messages through one node, for the conservation check (design §4)."""
+    """Messages through one node, for the conservation check (docs/contracts.md, IR)."""
 
     fwd_in: int = 0
     fwd_out: int = 0

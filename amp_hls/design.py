@@ -1,0 +1,300 @@
+"""The lowered device design: everything the hardware executors agree on, computed once.
+
+``build_design(graph, options)`` places the graph, numbers the boundary channels, names every
+stream between kernels (with its one writer and one reader), gives each kernel port its stream,
+and sizes the FIFOs and tag caches. The HLS and RTL generators render it, the board project,
+testbench writer, rtlsim, report and estimate read it, and ``DeviceDesign.manifest`` is the one
+description of it that ``manifest.json`` carries. Nothing downstream calls ``place`` or derives
+wiring on its own, so no two of them can disagree.
+
+Stream names: every IR edge with a device end becomes a forward stream ``fwd_<i>`` and a backward
+stream ``bwd_<i>`` (``i`` = the edge's index in the graph); every device node with parameters gets
+``params_<n>`` (WEIGHTS in) and ``grads_<n>`` (GRADS out). Kernel ports are named after the node's
+ports: ``in0`` (forward in) / ``in0_grad`` (gradient out), ``out0`` (forward out) / ``out0_grad``
+(gradient in), ``params`` / ``grads``; the boundary kernels are ``k_demux`` and ``k_mux``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import AmpHlsError
+from .ir import EdgeSpec, GraphCore, Node
+from .kinds import KindRow, kind_row
+from .numerics import NumericConfig
+from .placement import Placement, place
+from .wire import Kind, beats_per_row, message_beats
+
+MANIFEST_SCHEMA = "amp-hls.manifest"
+MANIFEST_VERSION = 1
+SMALL_FIFO = 16  # beats of an RTL FIFO whose depth no progress depends on (see fifo_address_bits)
+BOARD_FIFO_MIN, BOARD_FIFO_MAX = 16, 4096  # the board's axis_data_fifo depths: powers of two
+
+
+@dataclass(frozen=True)
+class DeviceOptions:
+    """What a generated device fixes besides the graph: numerics, dump period, tag-cache size."""
+
+    numerics: NumericConfig = NumericConfig("fixed")
+    muf: int = 1  # backward messages between GRADS dumps
+    cache_slots: int = 64  # tag-table entries per caching node (>= mak x messages per instance)
+
+    def __post_init__(self) -> None:
+        if not self.numerics.fixed:
+            raise AmpHlsError("hardware computes in fixed point: use NumericConfig('fixed')")
+        for name in ("data", "weights", "grads"):
+            if getattr(self.numerics, name).width > 16:
+                raise AmpHlsError(f"{name} precision wider than the wire's 16-bit elements")
+        if self.muf < 1 or self.cache_slots < 1:
+            raise AmpHlsError("muf and cache_slots must be at least 1")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"numerics": self.numerics.to_json(), "muf": self.muf, "cache_slots": self.cache_slots}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> DeviceOptions:
+        return cls(numerics=NumericConfig.from_json(doc["numerics"]), muf=doc["muf"], cache_slots=doc["cache_slots"])
+
+
+def kernel_ports(node: Node) -> list[str]:
+    """A kernel's stream ports, in argument order: per input, per output, then the parameters."""
+    ports = []
+    for i in range(node.n_inputs):
+        ports += [f"in{i}", f"in{i}_grad"]
+    for j in range(node.n_outputs):
+        ports += [f"out{j}", f"out{j}_grad"]
+    if node.param_shapes():
+        ports += ["params", "grads"]
+    return ports
+
+
+def port_reads(port: str) -> bool:
+    """Whether a kernel reads the stream on ``port``: forward inputs, incoming gradients, weights."""
+    if port in ("params", "grads"):
+        return port == "params"
+    return port.startswith("in") != port.endswith("_grad")
+
+
+@dataclass(frozen=True)
+class StreamEnd:
+    top: str  # kernel top function / module: k_<node>, k_demux or k_mux
+    port: str  # its argument (= AXI-stream interface) name
+
+    def __str__(self) -> str:
+        return f"{self.top}.{self.port}"
+
+
+@dataclass(frozen=True)
+class StreamLink:
+    """One stream between two kernels: exactly one writer and one reader."""
+
+    name: str  # fwd_<i>, bwd_<i>, params_<node>, grads_<node>
+    src: StreamEnd  # the kernel port that writes it
+    dst: StreamEnd  # the kernel port that reads it
+    kind: Kind  # what it carries (DATA, WEIGHTS, GRADS)
+    width: int
+    max_rows: int
+
+    @property
+    def max_message_beats(self) -> int:
+        return message_beats(self.kind, self.max_rows, self.width)
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """Every stream of the device, the boundary routes, and the stream on each kernel port."""
+
+    streams: tuple[StreamLink, ...]
+    demux_routes: tuple[dict[str, Any], ...]  # host_in -> stream, by channel id
+    mux_routes: tuple[dict[str, Any], ...]  # stream -> host_out, stamped with its channel id
+    kernel_streams: dict[str, tuple[str, ...]]  # device node -> stream per ``kernel_ports`` entry
+
+    @property
+    def demux_ports(self) -> list[str]:
+        return ["host_in"] + [r["stream"] for r in self.demux_routes]
+
+    @property
+    def mux_ports(self) -> list[str]:
+        return [r["stream"] for r in self.mux_routes] + ["host_out"]
+
+
+@dataclass(frozen=True)
+class NodeDesign:
+    """One device kernel: its node, its kind's row, its ports and the stream on each."""
+
+    node: Node
+    row: KindRow
+    ports: tuple[str, ...]
+    streams: tuple[str, ...]  # one per port
+    in_specs: tuple[EdgeSpec, ...]
+    out_specs: tuple[EdgeSpec, ...]
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    @property
+    def top(self) -> str:
+        return f"k_{self.node.name}"
+
+
+@dataclass(frozen=True)
+class DeviceDesign:
+    """The device part of one graph, lowered once (``build_design``)."""
+
+    graph: GraphCore
+    placement: Placement
+    options: DeviceOptions
+    wiring: Wiring
+    nodes: dict[str, NodeDesign]  # device node -> its kernel, in placement order
+    fifo_address_bits: dict[str, int]  # stream -> address bits of its RTL amp_fifo
+    board_fifo_depths: dict[str, int]  # stream -> depth of the board's axis_data_fifo
+
+    @property
+    def device_nodes(self) -> tuple[str, ...]:
+        return self.placement.device_nodes
+
+    def manifest(self, **sections: Any) -> dict[str, Any]:
+        """``manifest.json``: the design, plus what the caller adds (board, bitstream, rtl, ...)."""
+        return {
+            "schema": MANIFEST_SCHEMA,
+            "version": MANIFEST_VERSION,
+            "graph": self.graph.name,
+            **self.options.to_json(),
+            "kernels": [{"node": n.name, "kind": n.node.kind, "top": n.top, "ports": list(n.ports)}
+                        for n in self.nodes.values()],
+            **self.placement.to_json(),
+            **sections,
+        }
+
+    def write_manifest(self, root: str | Path, **sections: Any) -> Path:
+        """Write ``root/manifest.json`` (the one place it is written) and ``root/graph.json``."""
+        root = Path(root)
+        (root / "graph.json").write_text(json.dumps(self.graph.to_json(), indent=2) + "\n")
+        path = root / "manifest.json"
+        path.write_text(json.dumps(self.manifest(**sections), indent=2) + "\n")
+        return path
+
+
+def build_design(graph: GraphCore, options: DeviceOptions | None = None) -> DeviceDesign:
+    """Lower ``graph``'s device part; AmpHlsError when it places no node on the device."""
+    options = options or DeviceOptions()
+    placement = place(graph)
+    if not placement.device_nodes:
+        raise AmpHlsError(f"graph {graph.name!r} places no node on the device")
+    wires = _wiring(graph, placement)
+    nodes = {}
+    for name in placement.device_nodes:
+        node = graph.nodes[name]
+        nodes[name] = NodeDesign(
+            node=node,
+            row=kind_row(node.kind),
+            ports=tuple(kernel_ports(node)),
+            streams=wires.kernel_streams[name],
+            in_specs=tuple(graph.input_spec(name, i) for i in range(node.n_inputs)),
+            out_specs=tuple(graph.spec(name, j) for j in range(node.n_outputs)),
+        )
+    return DeviceDesign(
+        graph=graph,
+        placement=placement,
+        options=options,
+        wiring=wires,
+        nodes=nodes,
+        fifo_address_bits={link.name: fifo_address_bits(link, options) for link in wires.streams},
+        board_fifo_depths={link.name: board_fifo_depth(link.max_message_beats) for link in wires.streams},
+    )
+
+
+def index_bits(n: int) -> int:
+    """Bits of a counter or index over ``range(n)`` (at least one)."""
+    return max(1, (n - 1).bit_length())
+
+
+def fifo_address_bits(link: StreamLink, options: DeviceOptions) -> int:
+    """Address bits of ``link``'s RTL FIFO (``2**bits`` beats).
+
+    A DATA stream between kernels, or from the demux, holds ``cache_slots`` whole messages: as
+    many as can be on it at once when ``cache_slots`` covers mak times the messages one instance
+    leaves at a node (the sizing rule), so no writer ever waits for room -- the unbounded streams
+    of the C simulation, and its freedom from deadlock, loops included. A stream into the mux
+    drains whenever the host reads host_out, and a WEIGHTS stream's reader never waits for
+    anything but room it always gets: progress does not depend on their depth, and
+    ``SMALL_FIFO`` beats only decouple writer and reader (docs/architecture.md, RTL)."""
+    if link.dst.top == "k_mux" or link.kind is not Kind.DATA:
+        return index_bits(SMALL_FIFO)
+    return index_bits(options.cache_slots * link.max_message_beats)
+
+
+def board_fifo_depth(beats: int) -> int:
+    """A power of two holding one message of ``beats`` beats, within the FIFO IP's range."""
+    depth = BOARD_FIFO_MIN
+    while depth < beats and depth < BOARD_FIFO_MAX:
+        depth *= 2
+    return depth
+
+
+def _wiring(graph: GraphCore, placement: Placement) -> Wiring:
+    """The streams joining the kernels of ``placement`` (the boundary's demux/mux included)."""
+    edge_index = {id(e): i for i, e in enumerate(graph.edges)}
+    device = set(placement.device_nodes)
+    shapes: dict[str, tuple[Kind, int, int]] = {}  # stream -> (kind, width, max_rows), in order
+    for e in graph.edges:
+        if e.src.node in device or e.dst.node in device:
+            spec = graph.spec(e.src.node, e.src.index)
+            for d in ("fwd", "bwd"):
+                shapes[f"{d}_{edge_index[id(e)]}"] = (Kind.DATA, spec.width, spec.max_rows)
+    demux_routes, mux_routes = [], []
+    for ch in placement.channels:
+        if ch.edge is not None:
+            i = edge_index[id(ch.edge)]
+            data = ch.spec.shape(Kind.DATA)
+            sizes = dict(beats_per_row=beats_per_row(Kind.DATA, data.width), max_rows=data.max_rows)
+            if placement.enters_device(ch.edge):  # forward in, gradient out
+                demux_routes.append(dict(channel=ch.channel, name=ch.name, kind="KIND_DATA", direction="DIR_FWD", stream=f"fwd_{i}", **sizes))
+                mux_routes.append(dict(channel=ch.channel, name=ch.name, stream=f"bwd_{i}"))
+            else:  # forward out, gradient in
+                mux_routes.append(dict(channel=ch.channel, name=ch.name, stream=f"fwd_{i}"))
+                demux_routes.append(dict(channel=ch.channel, name=ch.name, kind="KIND_DATA", direction="DIR_BWD", stream=f"bwd_{i}", **sizes))
+        else:
+            shape = ch.spec.shape(Kind.WEIGHTS)
+            shapes[f"params_{ch.node}"] = (Kind.WEIGHTS, shape.width, shape.max_rows)
+            shapes[f"grads_{ch.node}"] = (Kind.GRADS, shape.width, shape.max_rows)
+            sizes = dict(beats_per_row=beats_per_row(Kind.WEIGHTS, shape.width), max_rows=shape.max_rows)
+            demux_routes.append(dict(channel=ch.channel, name=ch.name, kind="KIND_WEIGHTS", direction="DIR_FWD", stream=f"params_{ch.node}", **sizes))
+            mux_routes.append(dict(channel=ch.channel, name=ch.name, stream=f"grads_{ch.node}"))
+
+    writers: dict[str, list[StreamEnd]] = {s: [] for s in shapes}
+    readers: dict[str, list[StreamEnd]] = {s: [] for s in shapes}
+    kernel_streams = {}
+    for name in placement.device_nodes:
+        node = graph.nodes[name]
+        kernel_streams[name] = tuple(_edge_streams(graph, node, edge_index))
+        for port, stream in zip(kernel_ports(node), kernel_streams[name], strict=True):
+            (readers if port_reads(port) else writers)[stream].append(StreamEnd(f"k_{name}", port))
+    for r in demux_routes:
+        writers[r["stream"]].append(StreamEnd("k_demux", r["stream"]))
+    for r in mux_routes:
+        readers[r["stream"]].append(StreamEnd("k_mux", r["stream"]))
+    links = []
+    for s, (kind, width, max_rows) in shapes.items():
+        if len(writers[s]) != 1 or len(readers[s]) != 1:  # a generator bug, never user input
+            raise AmpHlsError(f"stream {s} has writers {writers[s]} and readers {readers[s]}")
+        links.append(StreamLink(s, writers[s][0], readers[s][0], kind, width, max_rows))
+    return Wiring(tuple(links), tuple(demux_routes), tuple(mux_routes), kernel_streams)
+
+
+def _edge_streams(graph: GraphCore, node: Node, edge_index: dict[int, int]) -> list[str]:
+    """The stream on each kernel port, in ``kernel_ports`` order."""
+    args = []
+    for i in range(node.n_inputs):
+        e = graph.edge_into(node.name, i)
+        args += [f"fwd_{edge_index[id(e)]}", f"bwd_{edge_index[id(e)]}"]
+    for j in range(node.n_outputs):
+        e = graph.edge_from(node.name, j)
+        args += [f"fwd_{edge_index[id(e)]}", f"bwd_{edge_index[id(e)]}"]
+    if node.param_shapes():
+        args += [f"params_{node.name}", f"grads_{node.name}"]
+    return args
