@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 EXTRAS := dev,data,plot,mpi,qm9,yosys
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup test demo lint clean bench-setup bench-quick bench staleness staleness-quick
+.PHONY: setup test test-fast demo lint clean bench-setup bench-quick bench staleness staleness-quick
 
 setup: $(STAMP)
 
@@ -16,8 +16,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
 	@touch $@
 
+# Everything, g++/Verilator/MPI/torch/Yosys tests included (what .ci/run calls).
 test: setup
 	$(BIN)/python -m pytest -q
+
+# The pure-Python tier: no test that needs a tool or runs long (markers in pyproject.toml).
+FAST := not gxx and not verilator and not mpi and not torch and not yosys and not slow
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "$(FAST)"
 
 demo: setup
 	$(BIN)/amp-hls demo

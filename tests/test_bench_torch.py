@@ -14,6 +14,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.torch
 torch = pytest.importorskip("torch")
 
 from amp_hls.datasets import Example, Splits  # noqa: E402

@@ -22,7 +22,7 @@ from amp_hls.numerics import (
 )
 from amp_hls.wire import wire_constants
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+pytestmark = [pytest.mark.gxx, pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")]
 
 CONFIG = NumericConfig("fixed", data=Precision(16, 10), weights=Precision(16, 12), grads=Precision(16, 11))
 

@@ -10,12 +10,11 @@ import re
 
 import pytest
 
-from amp_hls.codegen.hls import wiring
 from amp_hls.codegen.rtl import render_boundary, render_kernel, render_package, rtl_kinds, sv64
+from amp_hls.design import build_design
 from amp_hls.errors import AmpHlsError
 from amp_hls.ir import Graph
 from amp_hls.numerics import ACC_BITS, LUT_KINDS, NumericConfig, Precision, activation_table
-from amp_hls.placement import place
 from amp_hls.wire import wire_constants
 
 CONFIG = NumericConfig("fixed", data=Precision(16, 10), weights=Precision(16, 12), grads=Precision(16, 11))
@@ -68,15 +67,16 @@ def test_every_device_kind_has_an_rtl_kernel_and_host_kinds_none() -> None:
     x = g.source("x", width=4)
     g.loss(g.linear(x, 4, name="fc"), g.source("t", width=4), "mse")
     with pytest.raises(AmpHlsError, match="no RTL kernel for node kind 'source'"):
-        render_kernel(g, "x")
+        render_kernel(build_design(g), "x")
 
 
 def test_boundary_has_a_port_per_route() -> None:
     g = Graph("routes")
     x = g.source("x", width=4, max_rows=2)
     g.loss(g.tanh(g.linear(x, 4, name="fc"), name="act"), g.source("t", width=4, max_rows=2), "mse")
-    wires = wiring(g, place(g))
-    text = render_boundary(g)
+    design = build_design(g)
+    wires = design.wiring
+    text = render_boundary(design)
     for r in wires.demux_routes:
         assert f"output wire [63:0] {r['stream']}_TDATA,  // channel {r['channel']} " in text
     for r in wires.mux_routes:

@@ -29,23 +29,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from amp_hls.codegen.hls import HlsOptions, HlsProject, generate_hls
+from amp_hls.codegen.hls import HlsProject
+from amp_hls.codegen.project import write_project
+from amp_hls.design import DeviceOptions, build_design
 from amp_hls.host import CpuDevice, DeviceError
 from amp_hls.host.csim import CompileError, CsimDevice, build_csim
 from amp_hls.host.runner import HostRunner
 from amp_hls.ir import Graph, IsuOp, S, dec, inc, parent, pop, push
 from amp_hls.ir.nodes import Predicate
-from amp_hls.kernels import LinearKernel
 from amp_hls.kernels.host import LossKernel
 from amp_hls.message import Direction, Tag
 from amp_hls.models import MODELS, Inputs
-from amp_hls.numerics import NumericConfig
-from amp_hls.runtime import Engine
 from amp_hls.wire import Kind, WireMessage
+from tests.helpers import FIXED, run_host
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="C simulation needs g++")
-
-FIXED = NumericConfig("fixed")
+pytestmark = [pytest.mark.gxx,
+              pytest.mark.skipif(shutil.which("g++") is None, reason="C simulation needs g++")]
 
 
 # --- the cases ---------------------------------------------------------------------------------
@@ -281,11 +280,11 @@ class _Projects:
     def __init__(self, root: Path):
         self.pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2)
         self.entries: dict[str, tuple[Graph, HlsProject, Future]] = {}
-        specs = [(name, case, HlsOptions(muf=case.muf)) for name, case in CASES.items()]
-        specs += [(f"{name}/1", CASES[name], HlsOptions(cache_slots=1)) for name in ONE_SLOT]
+        specs = [(name, case, DeviceOptions(muf=case.muf)) for name, case in CASES.items()]
+        specs += [(f"{name}/1", CASES[name], DeviceOptions(cache_slots=1)) for name in ONE_SLOT]
         for name, case, options in specs:
             graph = case.graph()
-            project = generate_hls(graph, root / name.replace("/", "_"), options)
+            project = write_project(build_design(graph, options), root / name.replace("/", "_"), rtl=False)
             self.entries[name] = (graph, project, self.pool.submit(build_csim, project))
 
     def __getitem__(self, name: str) -> tuple[Graph, HlsProject]:
@@ -308,13 +307,7 @@ def projects(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyp
 
 
 def _run(graph: Graph, device, instances: list[Inputs], mak: int) -> HostRunner:  # type: ignore[no-untyped-def]
-    runner = HostRunner(device.placement, device, FIXED, seed=3)
-    weights = Engine(graph, FIXED, seed=11)
-    params = {n: k.params for n, k in weights.kernels.items() if isinstance(k, LinearKernel)}
-    if params:
-        runner.send_weights(params, version=1)
-    runner.run(instances, mak=mak)
-    return runner
+    return run_host(device, instances, mak, weights_of=graph, seed=3, weights_seed=11)
 
 
 def _by_channel(msgs: list[WireMessage]) -> dict[tuple[int, Kind, Direction], list[WireMessage]]:
@@ -458,4 +451,4 @@ def test_a_compile_error_surfaces_the_compilers_message(projects, tmp_path):
     kernel.write_text(kernel.read_text().replace("free_entry(slot);", "free_entry(slot)", 1))
     files = tuple(root / "kernels" / f.name for f in project.kernel_files)
     with pytest.raises(CompileError, match=r"k_node\.cpp:\d+:\d+: error: expected"):
-        build_csim(HlsProject(root, project.placement, project.options, files))
+        build_csim(HlsProject(root, project.design, files))

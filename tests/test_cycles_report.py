@@ -25,7 +25,6 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from amp_hls.cli import main
-from amp_hls.codegen.hls import HlsOptions
 from amp_hls.codegen.project import generate_project
 from amp_hls.codegen.rtl import HARNESS, generate_rtl
 from amp_hls.cycles import message_cycles
@@ -39,6 +38,7 @@ from amp_hls.cycles.report import (
     rtlsim_unavailable,
     sample_inputs,
 )
+from amp_hls.design import DeviceOptions, build_design
 from amp_hls.errors import AmpHlsError
 from amp_hls.ir import Graph
 from amp_hls.placement import place
@@ -66,9 +66,10 @@ async def _header_accepts(dut, prefix: str, times: list[int]) -> None:  # type: 
 
 @cocotb.test(timeout_time=2, timeout_unit="ms")
 async def cycles_bench(dut) -> None:  # type: ignore[no-untyped-def]
+
     from amp_hls.message import Direction, Tag
+    from amp_hls.sim.axis import MessageSink, MessageSource
     from amp_hls.wire import ChannelMap, ChannelSpec, Kind, Shape, WireMessage
-    from sim.axis import MessageSink, MessageSource
 
     stim = json.loads(Path(os.environ["AMP_SIM_STIMULUS"]).read_text())
     rng = random.Random(1)
@@ -117,18 +118,19 @@ def _graph() -> Graph:
 
 @pytest.fixture(scope="session")
 def activation_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Graph, Path]:
-    runner = pytest.importorskip("sim.runner")
+    runner = pytest.importorskip("amp_hls.sim.runner")
     if not runner.available():
         pytest.skip("needs cocotb, cocotbext-axi, verilator")
     g = _graph()
     root = tmp_path_factory.mktemp("cycles")
-    files = generate_rtl(g, list(NODES), root / "src", HlsOptions(cache_slots=SLOTS))
+    files = generate_rtl(build_design(g, DeviceOptions(cache_slots=SLOTS)), list(NODES), root / "src")
     return g, runner.build(files.sources, HARNESS, root / "cache")
 
 
+@pytest.mark.verilator
 @pytest.mark.parametrize("node", NODES)
 def test_activation_cycles_match_rtl(node: str, activation_build: tuple[Graph, Path], tmp_path: Path) -> None:
-    from sim import runner
+    from amp_hls.sim import runner
 
     g, build_dir = activation_build
     (tmp_path / "stim.json").write_text(json.dumps({"prefix": f"{node}_", "width": NODES[node], "rows": ROWS}))
@@ -136,7 +138,7 @@ def test_activation_cycles_match_rtl(node: str, activation_build: tuple[Graph, P
     runner.run(build_dir, HARNESS, "tests.test_cycles_report", tmp_path / "run", env)
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["error"] == 0 and result["extra"] == 0, result
-    options = HlsOptions(cache_slots=SLOTS)
+    options = DeviceOptions(cache_slots=SLOTS)
     for phase in result["phases"]:
         rows = phase["rows"]
         assert phase["outputs"] == [N_MSGS, N_MSGS] and phase["out_rows"] == [rows], "messages lost"
@@ -149,9 +151,9 @@ def test_activation_cycles_match_rtl(node: str, activation_build: tuple[Graph, P
 def test_activation_model_rejects_bad_messages() -> None:
     g = _graph()
     with pytest.raises(AmpHlsError, match="no input port"):
-        message_cycles(g, "narrow", HlsOptions(), "params", 1)
+        message_cycles(g, "narrow", DeviceOptions(), "params", 1)
     with pytest.raises(AmpHlsError, match="at least one row"):
-        message_cycles(g, "narrow", HlsOptions(), "in0", 0)
+        message_cycles(g, "narrow", DeviceOptions(), "in0", 0)
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +161,7 @@ def mlp_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from amp_hls.models import MODELS
 
     root = tmp_path_factory.mktemp("report") / "mlp"
-    generate_project(MODELS["mlp"].build(), root, "pynq-z2", HlsOptions(muf=4))
+    generate_project(MODELS["mlp"].build(), root, "pynq-z2", DeviceOptions(muf=4))
     return root
 
 
@@ -190,14 +192,14 @@ def test_report_names_kinds_without_a_model(mlp_project: Path, monkeypatch: pyte
     """A kind whose model is missing is listed, not skipped, and the DSP peak is not claimed."""
     import amp_hls.cycles.report as rep
 
-    real = rep.kind_model
+    real = rep.cycle_model
 
     def without_linear(kind: str) -> object:
         if kind == "linear":
             raise AmpHlsError("no cycle model for node kind 'linear'")
         return real(kind)
 
-    monkeypatch.setattr(rep, "kind_model", without_linear)
+    monkeypatch.setattr(rep, "cycle_model", without_linear)
     report = project_report(mlp_project, instances=2)
     assert report.unmodelled == {"linear": ["fc0", "head"]}
     assert report.bottleneck is not None and report.bottleneck.name == "act0" and report.dsp_peak is None
@@ -219,7 +221,7 @@ def test_report_counts_dynamic_rows() -> None:
         fwd = sum(n for (p, _), n in loads[name].items() if p.startswith("in"))
         bwd = sum(n for (p, _), n in loads[name].items() if p.endswith("_grad"))
         assert fwd > 0 and bwd > 0, name
-    report = cycle_report(placement, HlsOptions(), "pynq-z2", 100.0, inputs)
+    report = cycle_report(build_design(graph, DeviceOptions()), "pynq-z2", 100.0, inputs)
     assert {n.name for n in report.nodes} == set(placement.device_nodes)
 
 
@@ -250,18 +252,19 @@ def _chain() -> Graph:
     return g
 
 
+@pytest.mark.verilator
 def test_measured_matches_the_model(tmp_path: Path) -> None:
     """The whole design (boundary, FIFOs, one kernel) under Verilator, 32 instances in flight:
     its cycles per instance are the bottleneck kernel's, within 15%."""
     g = _chain()
-    generate_project(g, tmp_path / "p", "pynq-z2", HlsOptions(cache_slots=32))
+    generate_project(g, tmp_path / "p", "pynq-z2", DeviceOptions(cache_slots=32))
     why = rtlsim_unavailable(tmp_path / "p")
     if why is not None:
         pytest.skip(why)
     rng = np.random.default_rng(0)
     inputs = [{s: ((), rng.integers(-500, 500, (int(rows), 8))) for s in ("x", "t")} for rows in rng.integers(1, 3, 32)]
     measured = measure_rtlsim(tmp_path / "p", inputs, mak=32)
-    report = cycle_report(place(g), HlsOptions(cache_slots=32), "pynq-z2", 100.0, inputs)
+    report = cycle_report(build_design(g, DeviceOptions(cache_slots=32)), "pynq-z2", 100.0, inputs)
     model = report.cycles_per_instance
     assert measured.instances == 32 and model is not None
     assert abs(measured.cycles_per_instance - model) <= 0.15 * measured.cycles_per_instance, (measured, model)

@@ -47,6 +47,7 @@ def test_param_layout_round_trips():
     np.testing.assert_array_equal(layout.flatten(params, "b"), vec[8:])
 
 
+@pytest.mark.mpi
 def test_two_workers_train_mlp_and_every_dump_is_applied_once(tmp_path):
     run, s = _mpirun(3, ["mlp", "--epochs", "3", "--eval-every", "1"], tmp_path,
                      env={"AMP_HLS_DUPLICATE_EVERY": "5"})
@@ -57,6 +58,7 @@ def test_two_workers_train_mlp_and_every_dump_is_applied_once(tmp_path):
     assert sum(int(v) for v in s["worker_instances"].values()) > 0
 
 
+@pytest.mark.mpi
 def test_one_worker_with_local_updates_is_never_stale(tmp_path):
     # the worker re-applies its own updates the server has not confirmed on every install, so
     # with one worker each dump is computed on weights holding every earlier update
@@ -66,6 +68,7 @@ def test_one_worker_with_local_updates_is_never_stale(tmp_path):
     assert s["test_accuracy"] >= 0.8
 
 
+@pytest.mark.mpi
 def test_a_dead_worker_is_dropped_and_training_completes(tmp_path):
     run, s = _mpirun(
         3, ["list-rnn", "--epochs", "2", "--eval-every", "2", "--worker-timeout", "3", "--no-target"],
@@ -77,6 +80,7 @@ def test_a_dead_worker_is_dropped_and_training_completes(tmp_path):
     assert s["test_accuracy"] > 0.2  # the surviving worker kept training
 
 
+@pytest.mark.mpi
 def test_server_checkpoint_resumes_and_warm_start_loads(tmp_path):
     ckpt = tmp_path / "server.npz"
     run, first = _mpirun(2, ["mlp", "--epochs", "1", "--eval-every", "1", "--checkpoint", str(ckpt)], tmp_path)

@@ -13,8 +13,7 @@ from amp_hls.message import Message
 from amp_hls.models import MODELS
 from amp_hls.numerics import NumericConfig
 from amp_hls.runtime import Engine
-
-FIXED = NumericConfig("fixed")
+from tests.helpers import FIXED
 
 
 def _run(model: str, numerics: NumericConfig, n: int = 12, seed: int = 0, max_batch: int = 256,

@@ -25,8 +25,8 @@ from amp_hls.codegen.estimate import (
     parse_stat,
     yosys_command,
 )
-from amp_hls.codegen.hls import HlsOptions
 from amp_hls.codegen.project import generate_project, project_rtl
+from amp_hls.design import DeviceOptions
 from amp_hls.errors import AmpHlsError
 from amp_hls.ir import Graph
 
@@ -60,10 +60,11 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     h = g.activation(g.source("x", width=6, max_rows=3), "relu", name="act")
     g.loss(h, g.source("t", width=6, max_rows=3), "mse")
     root = tmp_path_factory.mktemp("estimate")
-    generate_project(g, root / "proj", "pynq-z2", HlsOptions(cache_slots=4))
+    generate_project(g, root / "proj", "pynq-z2", DeviceOptions(cache_slots=4))
     return root / "proj", root / "xdg" / "amp-hls" / "estimate"
 
 
+@pytest.mark.yosys
 @needs_yosys
 def test_estimate_fits_and_caches(project: tuple[Path, Path]) -> None:
     root, cache = project
@@ -85,6 +86,7 @@ def test_estimate_fits_and_caches(project: tuple[Path, Path]) -> None:
     assert "URAM" not in text  # the Z-7020 has none and none is used
 
 
+@pytest.mark.yosys
 @needs_yosys
 def test_estimate_names_what_does_not_fit(project: tuple[Path, Path], tmp_path: Path) -> None:
     root, cache = project
@@ -96,6 +98,7 @@ def test_estimate_names_what_does_not_fit(project: tuple[Path, Path], tmp_path: 
     assert all(u.fits == (u.resource not in ("lut", "ff")) for u in fit(est, tiny))
 
 
+@pytest.mark.yosys
 @needs_yosys
 def test_estimate_cli(project: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                       capsys: pytest.CaptureFixture[str]) -> None:
@@ -121,6 +124,7 @@ def test_estimate_cli(project: tuple[Path, Path], tmp_path: Path, monkeypatch: p
         manifest_path.write_text(json.dumps(manifest))
 
 
+@pytest.mark.yosys
 @needs_yosys
 def test_estimate_reports_yosys_failures(tmp_path: Path) -> None:
     bad = tmp_path / "bad.sv"
@@ -130,6 +134,7 @@ def test_estimate_reports_yosys_failures(tmp_path: Path) -> None:
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
 
 
+@pytest.mark.yosys
 @needs_yosys
 def test_estimate_times_out(project: tuple[Path, Path], tmp_path: Path) -> None:
     sources, top, _ = project_rtl(project[0])

@@ -24,13 +24,12 @@ from amp_hls.errors import AmpHlsError
 from amp_hls.kernels import LinearKernel
 from amp_hls.models import MODELS
 from amp_hls.models.ggsnn import build_ggsnn, ggsnn_inputs, ggsnn_steps
-from amp_hls.numerics import NumericConfig
+from amp_hls.numerics import FLOAT64, NumericConfig
 from amp_hls.runtime import Engine
 from amp_hls.runtime.optim import OptimizerConfig
 from amp_hls.runtime.trainer import TrainConfig, Trainer
+from tests.helpers import FIXED
 
-FLOAT64 = NumericConfig("float", float_dtype="float64")
-FIXED = NumericConfig("fixed")
 ENTRIES = ("ggsnn-babi15", "ggsnn-babi19", "ggsnn-qm9")
 
 

@@ -1,4 +1,4 @@
-"""Validation (amp_hls.ir.validate and the JSON reader): every rule of design §4 is enforced.
+"""Validation (amp_hls.ir.validate and the JSON reader): every rule of docs/contracts.md (IR) is enforced.
 
 One test per case. Each asserts an ``IRError`` whose message names the offending node, and the
 port where one applies.

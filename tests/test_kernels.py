@@ -22,12 +22,12 @@ from amp_hls.kernels import (
     LossRecord,
     SinkKernel,
     SourceKernel,
-    make_kernel,
 )
+from amp_hls.kinds import make_kernel
 from amp_hls.message import Direction, Message, Tag, bwd, fwd
 from amp_hls.numerics import NumericConfig, Precision, SaturationCounter
+from tests.helpers import FIXED
 
-FIXED = NumericConfig("fixed")
 F32 = NumericConfig()
 NODE = "nd"
 T = Tag(1, (0,))

@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 
 from amp_hls.ir import Graph, S, Value, inc, push
-from amp_hls.kernels import Kernel, LinearKernel, LossKernel, make_kernel
+from amp_hls.kernels import Kernel, LinearKernel, LossKernel
+from amp_hls.kinds import make_kernel
 from amp_hls.message import Direction, Message, Tag, bwd, fwd
+from amp_hls.numerics import FLOAT64 as F64
 from amp_hls.numerics import (
     NumericConfig,
     activation_table,
@@ -23,9 +25,8 @@ from amp_hls.numerics import (
     lut_error_bound,
     quantize,
 )
+from tests.helpers import FIXED
 
-F64 = NumericConfig(float_dtype="float64")
-FIXED = NumericConfig("fixed")
 NODE = "nd"  # every case names the node under test this
 T = Tag(7, (1,))
 

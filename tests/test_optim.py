@@ -1,4 +1,4 @@
-"""Per-node optimizers (design §8): SGD, momentum and Adam against reference implementations."""
+"""Per-node optimizers: SGD, momentum and Adam against reference implementations."""
 
 from __future__ import annotations
 

@@ -571,6 +571,7 @@ def test_graph_name_is_checked_too(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.gxx
 @pytest.mark.parametrize("model", PROJECT_MODELS)
 def test_generated_cpp_compiles_warning_free_and_csim_cli_loads_it(projects, model, capsys):
     _require_kernels(model)
@@ -589,6 +590,7 @@ def test_generated_cpp_compiles_warning_free_and_csim_cli_loads_it(projects, mod
         assert run.returncode == 0, run.stderr
 
 
+@pytest.mark.gxx
 def test_csim_cli_reports_compiler_errors_and_non_projects(projects, tmp_path, capsys):
     _require_kernels("mlp")
     d = tmp_path / "broken"

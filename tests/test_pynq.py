@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from amp_hls.codegen.hls import HlsOptions
 from amp_hls.codegen.project import generate_project
+from amp_hls.design import DeviceOptions
 from amp_hls.host import CpuDevice, DeviceError, DeviceTimeout
 from amp_hls.host.csim import CsimDevice
 from amp_hls.host.pynq import PynqDevice
@@ -19,19 +19,17 @@ from amp_hls.host.runner import HostRunner, by_channel
 from amp_hls.host.trainer import DeviceTrainer
 from amp_hls.kernels import LinearKernel
 from amp_hls.models import MODELS
-from amp_hls.numerics import NumericConfig
 from amp_hls.runtime import Engine
 from amp_hls.runtime.optim import OptimizerConfig
 from amp_hls.runtime.trainer import TrainConfig
-
-FIXED = NumericConfig("fixed")
+from tests.helpers import FIXED, run_host
 
 
 @pytest.fixture(scope="module")
 def mlp_project(tmp_path_factory):
     entry = MODELS["mlp"]
     graph = entry.build()
-    project = generate_project(graph, tmp_path_factory.mktemp("mlp_board"), "pynq-z2", HlsOptions(muf=4))
+    project = generate_project(graph, tmp_path_factory.mktemp("mlp_board"), "pynq-z2", DeviceOptions(muf=4))
     return entry, graph, project
 
 
@@ -50,13 +48,10 @@ def _board(project, length_bits: int = 26, root: Path | None = None) -> tuple[Py
 
 
 def _run(entry, graph, device, n: int = 10, mak: int = 1) -> HostRunner:
-    ref = Engine(graph, FIXED)
-    runner = HostRunner(device.placement, device, FIXED)
-    runner.send_weights({k: v.params for k, v in ref.kernels.items() if isinstance(v, LinearKernel)}, 1)
-    runner.run([entry.inputs(graph, e) for e in entry.data(0).train[:n]], mak=mak)
-    return runner
+    return run_host(device, [entry.inputs(graph, e) for e in entry.data(0).train[:n]], mak, weights_of=graph)
 
 
+@pytest.mark.gxx
 @pytest.mark.parametrize("length_bits", [26, 15])  # 15 bits: the smallest that fits mlp's GRADS
 def test_the_driver_is_bit_exact_with_the_numpy_device(mlp_project, length_bits, tmp_path):
     entry, graph, project = mlp_project
@@ -71,6 +66,7 @@ def test_the_driver_is_bit_exact_with_the_numpy_device(mlp_project, length_bits,
 
 
 
+@pytest.mark.gxx
 def test_many_messages_are_chunked_into_transfers_within_the_dma_length(mlp_project, tmp_path):
     entry, graph, project = mlp_project
     root = tmp_path / "copy"
@@ -91,6 +87,7 @@ def test_many_messages_are_chunked_into_transfers_within_the_dma_length(mlp_proj
         assert sorted(m.tag for m in by_channel(got.received)[key]) == sorted(m.tag for m in msgs)
 
 
+@pytest.mark.gxx
 def test_a_message_larger_than_one_transfer_is_refused(mlp_project, tmp_path):
     _, _, project = mlp_project
     root = tmp_path / "copy"
@@ -115,6 +112,7 @@ def test_a_missing_manifest_is_a_clear_error(tmp_path):
         PynqDevice(tmp_path / "design.bit", pynq=object())
 
 
+@pytest.mark.gxx
 def test_a_device_that_stops_answering_times_out_and_leaves_a_checkpoint(mlp_project, tmp_path):
     entry, graph, project = mlp_project
     board, sim = _board(project)
@@ -130,6 +128,7 @@ def test_a_device_that_stops_answering_times_out_and_leaves_a_checkpoint(mlp_pro
         np.testing.assert_array_equal(data["param/fc0/weight"], trainer.server.params()["fc0"]["weight"])
 
 
+@pytest.mark.gxx
 def test_mlp_trains_through_the_board_driver(mlp_project):
     entry, _, project = mlp_project
     board, _ = _board(project)

@@ -2,9 +2,9 @@
 
 One graph (a Linear, then a relu, a tanh and a sigmoid node) gives the kernels, the boundary
 (``k_demux``, ``k_mux``), ``amp_pkg`` and the harness that holds them side by side; they are built
-once under Verilator (``sim.runner``, cached by source hash).
+once under Verilator (``amp_hls.sim.runner``, cached by source hash).
 
-Activations: each case runs ``sim.activation_tb`` on one kernel: forward messages with several tags
+Activations: each case runs ``amp_hls.sim.activation_tb`` on one kernel: forward messages with several tags
 (some sharing a key, differing in state words), gradients sent back in random order as their
 forwards come out, random TVALID/TREADY stalls on every stream, and a tag cache smaller than the
 number of messages so forwards wait for free slots. Every output must equal the numpy kernel's
@@ -12,7 +12,7 @@ number of messages so forwards wait for free slots. Every output must equal the 
 gradient out per message in (conservation). Values are half small, half over the whole 16-bit
 wire range, so the tables are used inside and beyond their range and the backward saturates.
 
-Boundary: ``sim.boundary_tb`` sends host_in messages for every demux route in DMA-like batches
+Boundary: ``amp_hls.sim.boundary_tb`` sends host_in messages for every demux route in DMA-like batches
 (one TLAST per batch) and kernel-side messages (channel 0) into every mux source; each route must
 get exactly its channel's messages in order, and host_out every message once, stamped with its
 channel, in order per source.
@@ -26,19 +26,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from amp_hls.codegen.hls import HlsOptions, wiring
 from amp_hls.codegen.rtl import HARNESS, generate_rtl
+from amp_hls.design import DeviceOptions, build_design
 from amp_hls.ir import Graph
 from amp_hls.kernels import ActivationKernel
 from amp_hls.message import Direction, Message, Tag
-from amp_hls.numerics import NumericConfig
 from amp_hls.placement import place
 from amp_hls.wire import Kind
+from tests.helpers import FIXED, distinct_tags, wide_values
 
-runner = pytest.importorskip("sim.runner")
-pytestmark = pytest.mark.skipif(not runner.available(), reason="needs cocotb, cocotbext-axi, verilator")
+runner = pytest.importorskip("amp_hls.sim.runner")
+pytestmark = [pytest.mark.verilator,
+              pytest.mark.skipif(not runner.available(), reason="needs cocotb, cocotbext-axi, verilator")]
 
-FIXED = NumericConfig("fixed")
 WIDTH, MAX_ROWS, SLOTS, N = 6, 3, 4, 12  # width 6: the second beat of a row is half padding
 
 
@@ -54,25 +54,8 @@ def _graph() -> Graph:
     return g
 
 
-def _tags(rng: np.random.Generator) -> list[Tag]:
-    """Distinct tags, several sharing a key so the cache must compare state words too."""
-    tags: list[Tag] = []
-    while len(tags) < N:
-        key = int(rng.integers(0, 2**32))
-        for state in [(), (int(rng.integers(0, 2**16)),), (7, 0, 65535, 1)][: int(rng.integers(1, 4))]:
-            tags.append(Tag(key, state))
-    return tags[:N]
-
-
-def _values(rng: np.random.Generator, shape: tuple[int, ...]) -> list[list[int]]:
-    """Half the elements small (where tanh and sigmoid bend), half over the whole 16-bit range."""
-    small = rng.integers(-(2**12), 2**12, shape)
-    wide = rng.integers(-(2**15), 2**15, shape)
-    return np.where(rng.random(shape) < 0.5, small, wide).tolist()
-
-
 def _payload(rng: np.random.Generator) -> list[list[int]]:
-    return _values(rng, (int(rng.integers(1, MAX_ROWS + 1)), WIDTH))
+    return wide_values(rng, (int(rng.integers(1, MAX_ROWS + 1)), WIDTH))
 
 
 @pytest.fixture(scope="session")
@@ -80,7 +63,7 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> tuple[Graph, Path]:
     """The graph and the one Verilator build of its activation kernels and boundary."""
     g = _graph()
     root = tmp_path_factory.mktemp("rtl")
-    files = generate_rtl(g, list(FNS), root / "src", HlsOptions(cache_slots=SLOTS))
+    files = generate_rtl(build_design(g, DeviceOptions(cache_slots=SLOTS)), list(FNS), root / "src")
     return g, runner.build(files.sources, HARNESS, root / "cache")
 
 
@@ -89,14 +72,14 @@ def test_activation_bit_exact(fn: str, harness: tuple[Graph, Path], tmp_path: Pa
     g, build_dir = harness
 
     rng = np.random.default_rng(sum(map(ord, fn)))
-    tags = _tags(rng)
+    tags = distinct_tags(rng, N)
     fwd = [{"key": t.key, "state": list(t.state), "payload": _payload(rng)} for t in tags]
-    grads = [dict(d, payload=_values(rng, np.shape(d["payload"]))) for d in fwd]
+    grads = [dict(d, payload=wide_values(rng, np.shape(d["payload"]))) for d in fwd]
     stim = {"prefix": f"{fn}_", "seed": int(rng.integers(2**31)), "width": WIDTH, "max_rows": MAX_ROWS, "stall": 0.3,
             "fwd": fwd, "grads": grads}
     (tmp_path / "stim.json").write_text(json.dumps(stim))
     env = {"AMP_SIM_STIMULUS": str(tmp_path / "stim.json"), "AMP_SIM_RESULT": str(tmp_path / "result.json")}
-    runner.run(build_dir, HARNESS, "sim.activation_tb", tmp_path / "run", env)
+    runner.run(build_dir, HARNESS, "amp_hls.sim.activation_tb", tmp_path / "run", env)
     result = json.loads((tmp_path / "result.json").read_text())
 
     kernel = ActivationKernel(g.nodes[fn], g, FIXED)
@@ -136,7 +119,7 @@ def _doc(rng: np.random.Generator, channel: int, kind: Kind, direction: Directio
 def test_boundary_routes_and_merges(harness: tuple[Graph, Path], tmp_path: Path) -> None:
     g, build_dir = harness
     placement = place(g)
-    wires = wiring(g, placement)
+    wires = build_design(g).wiring
     links = {link.name: link for link in wires.streams}
     rng = np.random.default_rng(6)
 
@@ -165,7 +148,7 @@ def test_boundary_routes_and_merges(harness: tuple[Graph, Path], tmp_path: Path)
             "demux_out": demux_out, "mux_in": outbound}
     (tmp_path / "stim.json").write_text(json.dumps(stim))
     env = {"AMP_SIM_STIMULUS": str(tmp_path / "stim.json"), "AMP_SIM_RESULT": str(tmp_path / "result.json")}
-    runner.run(build_dir, HARNESS, "sim.boundary_tb", tmp_path / "run", env)
+    runner.run(build_dir, HARNESS, "amp_hls.sim.boundary_tb", tmp_path / "run", env)
     result = json.loads((tmp_path / "result.json").read_text())
 
     for r in wires.demux_routes:

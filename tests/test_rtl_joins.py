@@ -4,9 +4,9 @@ One graph holds a node of each kind plus the variants whose hardware differs: th
 round robin, mul's chained narrowing), inputs with different row limits, concat of widths that
 are not multiples of the four elements a beat holds (parts straddle output beats), rowsum over
 one and over several rows. Their kernels, the boundary and ``amp_pkg`` are built once under
-Verilator (``sim.runner``, cached by source hash) in one ``amp_harness``.
+Verilator (``amp_hls.sim.runner``, cached by source hash) in one ``amp_harness``.
 
-Each node runs ``sim.joins_tb`` once. Its mixed phase: twelve tags (some sharing a key, differing
+Each node runs ``amp_hls.sim.joins_tb`` once. Its mixed phase: twelve tags (some sharing a key, differing
 in state words), each input port sending its parts in its own order (shuffled within windows of
 ``SLOTS`` tags, so no join can deadlock) and starting later than the port before, so the join
 table of ``SLOTS`` entries fills and parts of new tags wait for room while parts of open tags
@@ -28,20 +28,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from amp_hls.codegen.hls import HlsOptions
 from amp_hls.codegen.rtl import HARNESS, generate_rtl
-from amp_hls.cycles import kind_model
+from amp_hls.design import DeviceOptions, build_design
 from amp_hls.ir import Graph
-from amp_hls.kernels import make_kernel
+from amp_hls.kinds import cycle_model, make_kernel
 from amp_hls.message import Direction, Message, Tag
-from amp_hls.numerics import NumericConfig
+from tests.helpers import FIXED, distinct_tags, wide_values
 
-runner = pytest.importorskip("sim.runner")
-pytestmark = pytest.mark.skipif(not runner.available(), reason="needs cocotb, cocotbext-axi, verilator")
+runner = pytest.importorskip("amp_hls.sim.runner")
+pytestmark = [pytest.mark.verilator,
+              pytest.mark.skipif(not runner.available(), reason="needs cocotb, cocotbext-axi, verilator")]
 
-FIXED = NumericConfig("fixed")
 SLOTS, N, TIMED = 4, 12, 4  # join-table entries; tags in the mixed phase; messages per timed batch
-OPTIONS = HlsOptions(cache_slots=SLOTS)
+OPTIONS = DeviceOptions(cache_slots=SLOTS)
 
 # node -> (kind, input (width, max_rows)s)
 NODES: dict[str, tuple[str, list[tuple[int, int]]]] = {
@@ -71,25 +70,8 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> tuple[Graph, Path]:
     """The graph and the one Verilator build of its join and rowsum kernels and boundary."""
     g = _graph()
     root = tmp_path_factory.mktemp("rtl_joins")
-    files = generate_rtl(g, list(NODES), root / "src", OPTIONS)
+    files = generate_rtl(build_design(g, OPTIONS), list(NODES), root / "src")
     return g, runner.build(files.sources, HARNESS, root / "cache")
-
-
-def _tags(rng: np.random.Generator, n: int) -> list[Tag]:
-    """Distinct tags, several sharing a key so the table must compare state words too."""
-    tags: list[Tag] = []
-    while len(tags) < n:
-        key = int(rng.integers(0, 2**32))
-        for state in [(), (int(rng.integers(0, 2**16)),), (7, 0, 65535, 1)][: int(rng.integers(1, 4))]:
-            tags.append(Tag(key, state))
-    return tags[:n]
-
-
-def _values(rng: np.random.Generator, shape: tuple[int, int]) -> list[list[int]]:
-    """Half the elements small, half over the whole 16-bit range (sums and products saturate)."""
-    small = rng.integers(-(2**12), 2**12, shape)
-    wide = rng.integers(-(2**15), 2**15, shape)
-    return np.where(rng.random(shape) < 0.5, small, wide).tolist()
 
 
 def _doc(tag: Tag, payload: list[list[int]]) -> dict:
@@ -100,8 +82,8 @@ def _case(g: Graph, name: str, rng: np.random.Generator, tags: list[Tag], rows: 
     """Every input's part and the gradient of each tag: ``(parts per port, grads)``, tag order."""
     in_specs = [g.input_spec(name, i) for i in range(g.nodes[name].n_inputs)]
     out = g.spec(name, 0)
-    parts = [[_doc(t, _values(rng, (r, s.width))) for t, r in zip(tags, rows)] for s in in_specs]
-    grads = [_doc(t, _values(rng, (min(r, out.max_rows), out.width))) for t, r in zip(tags, rows)]
+    parts = [[_doc(t, wide_values(rng, (r, s.width))) for t, r in zip(tags, rows)] for s in in_specs]
+    grads = [_doc(t, wide_values(rng, (min(r, out.max_rows), out.width))) for t, r in zip(tags, rows)]
     return parts, grads
 
 
@@ -119,11 +101,11 @@ def _stimulus(g: Graph, name: str) -> dict:
     rng = np.random.default_rng(sum(map(ord, name)))
     in_specs = [g.input_spec(name, i) for i in range(g.nodes[name].n_inputs)]
     max_rows = min(s.max_rows for s in in_specs)  # the parts of one tag share their rows
-    tags = _tags(rng, N)
+    tags = distinct_tags(rng, N)
     parts, grads = _case(g, name, rng, tags, [int(rng.integers(1, max_rows + 1)) for _ in tags])
     timing = []
     for r in sorted({1, max_rows}):
-        t_tags = _tags(rng, TIMED)
+        t_tags = distinct_tags(rng, TIMED)
         t_parts, t_grads = _case(g, name, rng, t_tags, [r] * TIMED)
         timing.append({"rows": r, "inputs": t_parts, "grads": t_grads})
     out = g.spec(name, 0)
@@ -141,14 +123,14 @@ def _bad_cases(g: Graph, name: str, rng: np.random.Generator) -> list[dict]:
     """Messages the kernel must refuse (``amp_error``), each sent alone after a reset."""
     node = g.nodes[name]
     in_specs = [g.input_spec(name, i) for i in range(node.n_inputs)]
-    tag = _tags(rng, 1)[0]
-    part = _doc(tag, _values(rng, (1, in_specs[0].width)))
+    tag = distinct_tags(rng, 1)[0]
+    part = _doc(tag, wide_values(rng, (1, in_specs[0].width)))
     cases = [{"what": "a second forward message for one tag", "msgs": [["in0", part], ["in0", part]]}]
     if node.kind in ("mul", "rowsum"):
-        grad = _doc(tag, _values(rng, (1, g.spec(name, 0).width)))
+        grad = _doc(tag, wide_values(rng, (1, g.spec(name, 0).width)))
         cases.append({"what": "a gradient with no forward", "msgs": [["out0_grad", grad]]})
     if node.n_inputs > 1 and min(s.max_rows for s in in_specs) > 1:
-        other = _doc(tag, _values(rng, (2, in_specs[1].width)))
+        other = _doc(tag, wide_values(rng, (2, in_specs[1].width)))
         cases.append({"what": "parts of one tag that differ in rows", "msgs": [["in0", part], ["in1", other]]})
     return cases
 
@@ -201,7 +183,7 @@ def _run(harness: tuple[Graph, Path], name: str, tmp: Path) -> tuple[dict, dict]
         stim = _stimulus(g, name)
         (tmp / "stim.json").write_text(json.dumps(stim))
         env = {"AMP_SIM_STIMULUS": str(tmp / "stim.json"), "AMP_SIM_RESULT": str(tmp / "result.json")}
-        runner.run(build_dir, HARNESS, "sim.joins_tb", tmp / "run", env)
+        runner.run(build_dir, HARNESS, "amp_hls.sim.joins_tb", tmp / "run", env)
         _RUNS[name] = stim, json.loads((tmp / "result.json").read_text())
     return _RUNS[name]
 
@@ -229,7 +211,7 @@ def test_cycle_model_within_15_percent(name: str, harness: tuple[Graph, Path], t
     _, result = _run(harness, name, tmp_path)
     node = g.nodes[name]
     in_specs = [g.input_spec(name, i) for i in range(node.n_inputs)]
-    model = kind_model(node.kind)
+    model = cycle_model(node.kind)
     for batch in result["timing"]:
         for port, times in (("in0", batch["fwd_times"]), ("out0_grad", batch["bwd_times"])):
             measured = _interval(times)

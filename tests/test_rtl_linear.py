@@ -5,10 +5,10 @@ One graph holds four Linear nodes that cover the kernel's shapes: 1, 4, 8 and 3 
 bias, input widths 10, 5, 11 and 8 (every remainder modulo the 4 elements per beat; with 8 and a
 bias, the bias has a WEIGHTS beat to itself), and rows = 1..3. Two more nodes have the shapes of
 the model zoo's MLP layers, for its efficiency. They are built
-once under Verilator in one harness (``sim.runner``, cached by source hash), with a tag cache of
+once under Verilator in one harness (``amp_hls.sim.runner``, cached by source hash), with a tag cache of
 4 entries and a GRADS dump every 2 backward messages.
 
-Bit-exact (``sim.linear_tb``, random TVALID/TREADY stalls on all six streams): two phases, each a
+Bit-exact (``amp_hls.sim.linear_tb``, random TVALID/TREADY stalls on all six streams): two phases, each a
 WEIGHTS load (key = version) followed by forwards of several tags (some sharing a key) and their
 gradients, sent back in random order as the forwards come out, more messages than cache entries.
 Forward, backward and GRADS (tag and payload) outputs must equal the numpy kernel's
@@ -28,25 +28,26 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from amp_hls.codegen.hls import HlsOptions
 from amp_hls.codegen.rtl import HARNESS, generate_rtl
 from amp_hls.cycles import message_cycles
+from amp_hls.design import DeviceOptions, build_design
 from amp_hls.ir import Graph
 from amp_hls.kernels import LinearKernel
 from amp_hls.message import Direction, Message, Tag
 from amp_hls.models.mlp import ENTRIES
-from amp_hls.numerics import NumericConfig, SaturationCounter
+from amp_hls.numerics import SaturationCounter
 from amp_hls.placement import pack_params, unpack_params
 from amp_hls.wire import ChannelMap, ChannelSpec, Kind, Shape, WireMessage, encode_beats
+from tests.helpers import FIXED, distinct_tags
 
-runner = pytest.importorskip("sim.runner")
-pytestmark = pytest.mark.skipif(not runner.available(), reason="needs cocotb, cocotbext-axi, verilator")
+runner = pytest.importorskip("amp_hls.sim.runner")
+pytestmark = [pytest.mark.verilator,
+              pytest.mark.skipif(not runner.available(), reason="needs cocotb, cocotbext-axi, verilator")]
 
-FIXED = NumericConfig("fixed")
 MAX_ROWS, SLOTS, MUF = 3, 4, 2
 NODES = ("fa", "fb", "fc", "fd")
 MLP = ("fe", "ff")
-OPTIONS = HlsOptions(numerics=FIXED, cache_slots=SLOTS, muf=MUF)
+OPTIONS = DeviceOptions(numerics=FIXED, cache_slots=SLOTS, muf=MUF)
 
 
 def _graph() -> Graph:
@@ -69,7 +70,7 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> tuple[Graph, Path]:
     """The graph and the one Verilator build of its Linear kernels."""
     g = _graph()
     root = tmp_path_factory.mktemp("rtl_linear")
-    files = generate_rtl(g, [*NODES, *MLP], root / "src", OPTIONS)
+    files = generate_rtl(build_design(g, OPTIONS), [*NODES, *MLP], root / "src")
     return g, runner.build(files.sources, HARNESS, root / "cache")
 
 
@@ -79,21 +80,11 @@ def _values(rng: np.random.Generator, shape: tuple[int, ...], small: int) -> lis
     return np.where(rng.random(shape) < 0.5, rng.integers(-small, small, shape), wide).tolist()
 
 
-def _tags(rng: np.random.Generator, n: int) -> list[Tag]:
-    """Distinct tags, several sharing a key so the cache must compare state words too."""
-    tags: list[Tag] = []
-    while len(tags) < n:
-        key = int(rng.integers(0, 2**32))
-        for state in [(), (int(rng.integers(0, 2**16)),), (7, 0, 65535, 1)][: int(rng.integers(1, 4))]:
-            tags.append(Tag(key, state))
-    return tags[:n]
-
-
 def _phase(rng: np.random.Generator, node, version: int, n: int, rows: int | None = None) -> dict:  # type: ignore[no-untyped-def]
     """A WEIGHTS message then ``n`` forwards and their gradients (``rows`` None: random rows)."""
     pw = node.in_features + int(node.bias)
     fwd = []
-    for t in _tags(rng, n):
+    for t in distinct_tags(rng, n):
         r = rows or int(rng.integers(1, MAX_ROWS + 1))
         fwd.append({"key": t.key, "state": list(t.state), "payload": _values(rng, (r, node.in_features), 2**10)})
     grads = [dict(d, payload=_values(rng, (len(d["payload"]), node.out_features), 2**12)) for d in fwd]
@@ -111,7 +102,7 @@ def _run(harness: tuple[Graph, Path], tmp_path: Path, name: str, phases: list[di
             "phases": phases, "expect_error": int(expect_error)}
     (tmp_path / "stim.json").write_text(json.dumps(stim))
     env = {"AMP_SIM_STIMULUS": str(tmp_path / "stim.json"), "AMP_SIM_RESULT": str(tmp_path / "result.json")}
-    runner.run(build_dir, HARNESS, "sim.linear_tb", tmp_path / "run", env)
+    runner.run(build_dir, HARNESS, "amp_hls.sim.linear_tb", tmp_path / "run", env)
     return json.loads((tmp_path / "result.json").read_text())
 
 

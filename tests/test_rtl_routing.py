@@ -6,7 +6,7 @@ slices, broadcasts to 2 and 3 outputs and of an index edge, a cond per compariso
 constant), phis of 2 and 3 inputs with different row limits, and an isu per state-update op plus
 two chains. Their kernels are built once under Verilator, side by side in ``amp_harness``.
 
-``test_bit_exact`` runs ``sim.routing_tb`` once per kind, every variant at once: forward messages
+``test_bit_exact`` runs ``amp_hls.sim.routing_tb`` once per kind, every variant at once: forward messages
 with several tags (sharing keys, differing in state words), gradients going back as their forwards
 come out, random TVALID/TREADY stalls on every stream, and a tag table of ``SLOTS`` entries, fewer
 than the tags in flight, so phi forwards wait for room and split/broadcast gradients of new tags
@@ -27,20 +27,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from amp_hls.codegen.hls import HlsOptions, kernel_ports
 from amp_hls.codegen.rtl import HARNESS, generate_rtl
 from amp_hls.cycles import message_cycles
+from amp_hls.design import DeviceOptions, build_design, kernel_ports
 from amp_hls.errors import AmpHlsError, KernelError
 from amp_hls.ir import Graph, IsuOp, S
 from amp_hls.ir.nodes import dec, inc, parent, pop, push
-from amp_hls.kernels import make_kernel
+from amp_hls.kinds import make_kernel
 from amp_hls.message import MAX_STATE_WORDS, Direction, Message, Tag
-from amp_hls.numerics import NumericConfig
+from tests.helpers import FIXED, wide_values
 
-runner = pytest.importorskip("sim.runner")
-pytestmark = pytest.mark.skipif(not runner.available(), reason="needs cocotb, cocotbext-axi, verilator")
+runner = pytest.importorskip("amp_hls.sim.runner")
+pytestmark = [pytest.mark.verilator,
+              pytest.mark.skipif(not runner.available(), reason="needs cocotb, cocotbext-axi, verilator")]
 
-FIXED = NumericConfig("fixed")
 SLOTS, N, ROWS = 4, 12, 3  # tag-table entries, tags per kernel, max rows
 CHILD = IsuOp("child", 0, 0)
 
@@ -82,19 +82,17 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> tuple[Graph, Path]:
     """The graph and the one Verilator build of its routing kernels."""
     g = _graph()
     root = tmp_path_factory.mktemp("rtl_routing")
-    files = generate_rtl(g, NODES, root / "src", HlsOptions(cache_slots=SLOTS))
+    files = generate_rtl(build_design(g, DeviceOptions(cache_slots=SLOTS)), NODES, root / "src")
     return g, runner.build(files.sources, HARNESS, root / "cache")
 
 
 # --- stimulus ----------------------------------------------------------------------------------
 
 def _values(rng: np.random.Generator, shape: tuple[int, int], index: bool = False) -> list[list[int]]:
-    """Half small, half over the whole 16-bit range (so broadcast sums saturate); index rows small."""
+    """``wide_values`` (so broadcast sums saturate); index rows small."""
     if index:
         return rng.integers(0, 10, shape).tolist()
-    small = rng.integers(-(2**12), 2**12, shape)
-    wide = rng.integers(-(2**15), 2**15, shape)
-    return np.where(rng.random(shape) < 0.5, small, wide).tolist()
+    return wide_values(rng, shape)
 
 
 def _word(rng: np.random.Generator) -> int:
@@ -238,7 +236,7 @@ def _shapes(g: Graph, name: str) -> dict[str, list[int]]:
 def _run(build_dir: Path, tmp_path: Path, stim: dict) -> dict:
     (tmp_path / "stim.json").write_text(json.dumps(stim))
     env = {"AMP_SIM_STIMULUS": str(tmp_path / "stim.json"), "AMP_SIM_RESULT": str(tmp_path / "result.json")}
-    runner.run(build_dir, HARNESS, "sim.routing_tb", tmp_path / "run", env)
+    runner.run(build_dir, HARNESS, "amp_hls.sim.routing_tb", tmp_path / "run", env)
     return json.loads((tmp_path / "result.json").read_text())
 
 
@@ -291,7 +289,7 @@ def _cycle_phases(g: Graph, name: str, rng: np.random.Generator) -> tuple[list[d
     grads = {p: d for p, d in grads.items() if d}
     copies = node.n_outputs if node.kind in ("split", "broadcast") else 1  # outputs per forward
     phases = [{"send": {"in0": fwd}, "outputs": count * copies}, {"send": grads, "outputs": count}]
-    options = HlsOptions(cache_slots=SLOTS)
+    options = DeviceOptions(cache_slots=SLOTS)
     predicted = [float(message_cycles(g, name, options, "in0", rows)),
                  float(np.mean([message_cycles(g, name, options, p, rows) for p in grads]))]
     return phases, predicted
@@ -323,7 +321,7 @@ def test_cycle_model(name: str, cycles: dict) -> None:
 
 def test_cycle_model_rejects_bad_queries() -> None:
     g = _graph()
-    options = HlsOptions(cache_slots=SLOTS)
+    options = DeviceOptions(cache_slots=SLOTS)
     with pytest.raises(AmpHlsError, match="no input port 'in1'"):
         message_cycles(g, "sp3", options, "in1", 1)
     with pytest.raises(AmpHlsError, match="at least one row"):

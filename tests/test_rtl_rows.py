@@ -2,8 +2,8 @@
 
 One graph holds two chains, ``x -> ungroup -> group -> aggregate(edges) -> loss``: chain A at width
 6 (two beats a row, the second half padding), chain B at width 4 (one beat a row, no padding), with
-different row and edge bounds. Its six row kernels are built once under Verilator (``sim.runner``,
-cached by source hash) with a tag table smaller than the number of instances; ``sim.rows_tb``
+different row and edge bounds. Its six row kernels are built once under Verilator (``amp_hls.sim.runner``,
+cached by source hash) with a tag table smaller than the number of instances; ``amp_hls.sim.rows_tb``
 drives all six at once (they share only the clock), so each check below is one simulation:
 
 - bit-exact: instances with tags of 0-2 state words (some sharing a key), values over the whole
@@ -29,20 +29,21 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
-from amp_hls.codegen.hls import HlsOptions
 from amp_hls.codegen.rtl import HARNESS, generate_rtl
 from amp_hls.cycles import message_cycles
+from amp_hls.design import DeviceOptions, build_design
 from amp_hls.errors import KernelError
 from amp_hls.ir import Graph
 from amp_hls.kernels import AggregateKernel, GroupKernel, UngroupKernel
 from amp_hls.kernels.base import Kernel
 from amp_hls.message import Direction, Message, Tag
-from amp_hls.numerics import NumericConfig, SaturationCounter
+from amp_hls.numerics import SaturationCounter
+from tests.helpers import FIXED, distinct_tags
 
-runner = pytest.importorskip("sim.runner")
-pytestmark = pytest.mark.skipif(not runner.available(), reason="needs cocotb, cocotbext-axi, verilator")
+runner = pytest.importorskip("amp_hls.sim.runner")
+pytestmark = [pytest.mark.verilator,
+              pytest.mark.skipif(not runner.available(), reason="needs cocotb, cocotbext-axi, verilator")]
 
-FIXED = NumericConfig("fixed")
 SLOTS, N = 6, 12  # more instances than tag-table slots: forwards wait for free entries
 CHAINS = {"a": (6, 4, 8), "b": (4, 3, 5)}  # chain -> (width, max rows, max edges)
 KERNELS = {"ungroup": UngroupKernel, "group": GroupKernel, "aggregate": AggregateKernel}
@@ -64,7 +65,7 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> tuple[Graph, Path]:
     """The graph and the one Verilator build of its six row kernels."""
     g = _graph()
     root = tmp_path_factory.mktemp("rtl_rows")
-    files = generate_rtl(g, NODES, root / "src", HlsOptions(cache_slots=SLOTS))
+    files = generate_rtl(build_design(g, DeviceOptions(cache_slots=SLOTS)), NODES, root / "src")
     return g, runner.build(files.sources, HARNESS, root / "cache")
 
 
@@ -76,16 +77,6 @@ def _values(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     small = rng.integers(-(2**10), 2**10, shape)
     wide = rng.integers(-(2**15), 2**15, shape)
     return np.where(rng.random(shape) < 0.5, small, wide)
-
-
-def _tags(rng: np.random.Generator, n: int) -> list[Tag]:
-    """Distinct tags of 0-2 state words (room left for a row index), several sharing a key."""
-    tags: list[Tag] = []
-    while len(tags) < n:
-        key = int(rng.integers(0, 2**32))
-        for state in [(), (int(rng.integers(0, 2**16)),), (5, 65535)][: int(rng.integers(1, 4))]:
-            tags.append(Tag(key, state))
-    return tags[:n]
 
 
 def _interleave(rng: np.random.Generator, groups: list[list[Message]], window: int) -> list[Message]:
@@ -117,7 +108,7 @@ def _inputs(kind: str, c: str, rng: np.random.Generator, n: int, ordered: bool) 
     instance after another (else a group's rows interleave, an aggregate's parts come in
     different orders)."""
     width, max_rows, max_edges = CHAINS[c]
-    tags = _tags(rng, n)
+    tags = distinct_tags(rng, n, long_state=(5, 65535))  # 0-2 state words: room for a row index
     counts = [int(rng.integers(1, max_rows + 1)) for _ in tags]
     if kind == "ungroup":
         return {"in0": [Message(t, Direction.FWD, _values(rng, (k, width))) for t, k in zip(tags, counts)]}
@@ -199,10 +190,10 @@ def _bad(kind: str, c: str) -> dict[str, list[Message]]:
 
 
 def _simulate(harness: tuple[Graph, Path], run_dir: Path, benches: dict[str, dict]) -> dict[str, dict]:
-    """Runs ``sim.rows_tb`` once with every kernel's stimulus; the bench's record per node."""
+    """Runs ``amp_hls.sim.rows_tb`` once with every kernel's stimulus; the bench's record per node."""
     (run_dir / "stim.json").write_text(json.dumps({"benches": benches}))
     env = {"AMP_SIM_STIMULUS": str(run_dir / "stim.json"), "AMP_SIM_RESULT": str(run_dir / "result.json")}
-    runner.run(harness[1], HARNESS, "sim.rows_tb", run_dir / "sim", env)
+    runner.run(harness[1], HARNESS, "amp_hls.sim.rows_tb", run_dir / "sim", env)
     return json.loads((run_dir / "result.json").read_text())
 
 
@@ -254,7 +245,7 @@ def test_rows_cycle_model(node: str, harness: tuple[Graph, Path], timed: tuple[d
     g = harness[0]
     result, stim = timed[0][node], timed[1][node]
     assert not result["failure"] and result["error"] == 0 and result["extra"] == 0
-    options = HlsOptions(cache_slots=SLOTS)
+    options = DeviceOptions(cache_slots=SLOTS)
     sent = [(port, len(d["payload"])) for port, docs in stim["inputs"].items() for d in docs]
     sent += [("out0_grad", len(d["payload"])) for d in stim["grads"]]
     model = sum(message_cycles(g, node, options, port, rows) for port, rows in sent) / SLOTS

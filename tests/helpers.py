@@ -1,0 +1,56 @@
+"""Helpers shared by several test modules: ``from tests.helpers import FIXED, ...``.
+
+Only what several modules had copied with the same body lives here; a module's own stimulus,
+graphs and runners stay in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from amp_hls.host.runner import HostRunner
+from amp_hls.kernels import LinearKernel
+from amp_hls.message import Tag
+from amp_hls.models import Inputs
+from amp_hls.numerics import NumericConfig
+from amp_hls.runtime import Engine
+
+FIXED = NumericConfig("fixed")  # the default fixed point: data Q16.10, weights and grads Q16.12
+
+
+def distinct_tags(rng: np.random.Generator, n: int,
+                  long_state: tuple[int, ...] = (7, 0, 65535, 1)) -> list[Tag]:
+    """``n`` distinct tags, several sharing a key so a cache or tag table must compare state words
+    too: each key gets the first one to three of ``()``, one random word, and ``long_state``."""
+    tags: list[Tag] = []
+    while len(tags) < n:
+        key = int(rng.integers(0, 2**32))
+        for state in [(), (int(rng.integers(0, 2**16)),), long_state][: int(rng.integers(1, 4))]:
+            tags.append(Tag(key, state))
+    return tags[:n]
+
+
+def wide_values(rng: np.random.Generator, shape: tuple[int, ...]) -> list[list[int]]:
+    """Wire values: half the elements small (within 2**12), half over the whole 16-bit range, so
+    tables are used beyond their range and sums and products saturate."""
+    small = rng.integers(-(2**12), 2**12, shape)
+    wide = rng.integers(-(2**15), 2**15, shape)
+    return np.where(rng.random(shape) < 0.5, small, wide).tolist()
+
+
+def run_host(device: Any, instances: Sequence[Inputs], mak: int = 1, *, weights_of: Any = None,
+             weights_seed: int = 0, **options: Any) -> HostRunner:
+    """Train ``instances`` through a fixed-point ``HostRunner(..., **options)`` on ``device``,
+    ``mak`` in flight. With ``weights_of`` (a graph) the device's Linear nodes first get the
+    weights of ``Engine(weights_of, FIXED, seed=weights_seed)``, as version 1."""
+    runner = HostRunner(device.placement, device, FIXED, **options)
+    if weights_of is not None:
+        ref = Engine(weights_of, FIXED, seed=weights_seed)
+        params = {n: k.params for n, k in ref.kernels.items() if isinstance(k, LinearKernel)}
+        if params:
+            runner.send_weights(params, version=1)
+    runner.run(instances, mak=mak)
+    return runner
