@@ -21,7 +21,7 @@ class IRError(AmpHlsError):
 
 
 class WireError(AmpHlsError):
-    """Bytes or beats that are not a well-formed message stream (design §6)."""
+    """Bytes or beats that are not a well-formed message stream (docs/contracts.md, Wire format)."""
 
 
 class NumericsError(AmpHlsError):

@@ -1,4 +1,4 @@
-"""Messages: the unit of work every executor passes between nodes (design §4).
+"""Messages: the unit of work every executor passes between nodes (docs/contracts.md, IR).
 
 A message is ``(tag, direction, payload)``. The tag is ``(key, state)``: ``key`` names the
 instance, ``state`` is a short tuple of small unsigned integers (loop counter, tree position,
@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-MAX_STATE_WORDS = 4  # the wire carries four 16-bit state words (design §6)
+MAX_STATE_WORDS = 4  # the wire carries four 16-bit state words (docs/contracts.md, Wire format)
 MAX_STATE_VALUE = (1 << 16) - 1
 MAX_KEY = (1 << 32) - 1
 

@@ -1,7 +1,7 @@
 """The numeric model: float32 (or float64 for gradient checks) and bit-exact fixed point.
 
 Every fixed-point rule of the project lives here and nowhere else; the C++ and SystemVerilog
-headers are generated from these definitions (design §5).
+headers are generated from these definitions (docs/contracts.md, Numerics).
 
 Fixed point is signed two's complement: a value ``q`` of ``Precision(width, frac)`` means
 ``q / 2**frac``. Three tensor classes each have their own precision: ``data`` (forward

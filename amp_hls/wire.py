@@ -1,4 +1,4 @@
-"""The device wire format: the one definition every executor and code generator uses (design §6).
+"""The device wire format: the one definition every executor and code generator uses (docs/contracts.md, Wire format).
 
 The C++ header constants and the SystemVerilog package are *generated* from
 :func:`wire_constants`; nothing here may be retyped elsewhere.

@@ -1,4 +1,4 @@
-"""The AMPNet-style IR: nodes, graphs, the builder, validation and JSON (design §4)."""
+"""The AMPNet-style IR: nodes, graphs, the builder, validation and JSON (docs/contracts.md, IR)."""
 
 from .builder import Graph, Value
 from .graph import Edge, GraphCore, PortRef

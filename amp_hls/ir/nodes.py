@@ -1,4 +1,4 @@
-"""The node catalogue (design §4): what each node kind is, its ports and its shape rules.
+"""The node catalogue (docs/contracts.md, IR): what each node kind is, its ports and its shape rules.
 
 A node is a plain description: a name, a placement and the attributes of its kind. Ports are
 numbered: inputs ``in0, in1, ...`` and outputs ``out0, out1, ...``. ``infer`` maps the specs of the

@@ -1,4 +1,4 @@
-"""Graph validation: every rule of design §4, each failure an ``IRError`` naming node and port.
+"""Graph validation: every rule of docs/contracts.md (IR), each failure an ``IRError`` naming node and port.
 
 Checks run in an order where each can rely on the previous ones: names and attributes, then
 edge endpoints, then port connectivity, then shapes (a fixpoint over the graph, so loops work),

@@ -1,4 +1,4 @@
-"""List RNN: a recurrent cell unrolled by IR control flow alone (design §10).
+"""List RNN: a recurrent cell unrolled by IR control flow alone.
 
 ``tokens`` (one row per element) are ungrouped into messages tagged ``(i, n)``; the hidden state
 ``h`` carries ``(t, n)`` and meets token ``t`` at a tag join. After the cell, ``isu`` advances

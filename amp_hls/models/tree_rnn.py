@@ -1,4 +1,4 @@
-"""Tree RNN: bottom-up composition over binary trees by IR control flow alone (design §10).
+"""Tree RNN: bottom-up composition over binary trees by IR control flow alone (docs/models/tree-rnn.md).
 
 A message's state is its tree node's heap position ``(p,)`` (root 0, children ``2p+1``, ``2p+2``).
 Each leaf enters through its own source, tagged with its position by the instance; a Phi merges

@@ -1,6 +1,6 @@
 """Training on the numpy runtime: asynchronous model-parallel (AMP) or a synchronous baseline.
 
-AMP (design §4): new instances are admitted while fewer than ``mak`` are in flight; each
+AMP (docs/contracts.md, IR): new instances are admitted while fewer than ``mak`` are in flight; each
 parameter node applies its own update once it has gathered ``muf`` gradient messages, with no
 barrier, so a forward may run on weights newer than its backward sees (staleness, recorded per
 node). The synchronous baseline runs minibatches of ``batch`` instances to completion and then
@@ -34,8 +34,8 @@ KEY_SPACE = 1 << 32
 
 @dataclass(frozen=True)
 class TrainConfig:
-    mak: int = 16  # max active keys: instances in flight
-    muf: int = 8  # min update frequency: gradient messages per node update
+    mak: int = 16  # max active keys (docs/glossary.md)
+    muf: int = 8  # min update frequency (docs/glossary.md)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     epochs: int = 10
     seed: int = 0
