@@ -8,6 +8,7 @@ from collections import defaultdict, deque
 from pathlib import Path
 
 import amp_hls
+from amp_hls.ir.validate import strongly_connected
 
 PACKAGE = "amp_hls"
 ROOT = Path(amp_hls.__file__).parent
@@ -74,38 +75,10 @@ def _part_graph(graph: dict[str, set[str]]) -> tuple[dict[str, set[str]], dict[t
 
 
 def _strongly_connected(edges: dict[str, set[str]]) -> list[frozenset[str]]:
-    """Tarjan's algorithm: the components of more than one part (each holds a circle)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(edges.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = set()
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                component.add(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                found.append(frozenset(component))
-
-    for v in sorted(set(edges) | {w for ws in edges.values() for w in ws}):
-        if v not in index:
-            visit(v)
-    return found
+    """The components of more than one part (each holds a circle)."""
+    vertices = sorted(set(edges) | {w for ws in edges.values() for w in ws})
+    succ = {v: sorted(ws) for v, ws in edges.items()}
+    return [frozenset(c) for c in strongly_connected(vertices, succ) if len(c) > 1]
 
 
 def _circle(start: str, component: frozenset[str], edges: dict[str, set[str]]) -> list[str]:

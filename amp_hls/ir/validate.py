@@ -8,6 +8,7 @@ then the cycle rule.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 
 from ..errors import IRError
 from .graph import GraphCore, PortRef
@@ -137,17 +138,22 @@ def _check_cycles(graph: GraphCore) -> None:
 
 
 def _strongly_connected(graph: GraphCore) -> list[set[str]]:
-    """Tarjan's algorithm, iterative (graphs are small, but recursion limits are not our business)."""
     succ: dict[str, list[str]] = defaultdict(list)
     for e in graph.edges:
         succ[e.src.node].append(e.dst.node)
+    return strongly_connected(graph.nodes, succ)
+
+
+def strongly_connected(vertices: Iterable[str], succ: Mapping[str, Sequence[str]]) -> list[set[str]]:
+    """Tarjan's algorithm, iterative (graphs are small, but recursion limits are not our business):
+    every strongly connected component of the vertices and their successors, singletons included."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     on_stack: set[str] = set()
     components: list[set[str]] = []
     counter = 0
-    for root in graph.nodes:
+    for root in vertices:
         if root in index:
             continue
         work = [(root, 0)]
@@ -158,7 +164,7 @@ def _strongly_connected(graph: GraphCore) -> list[set[str]]:
                 counter += 1
                 stack.append(v)
                 on_stack.add(v)
-            if child < len(succ[v]):
+            if child < len(succ.get(v, ())):
                 work.append((v, child + 1))
                 w = succ[v][child]
                 if w not in index:
