@@ -25,6 +25,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from amp_hls.cli import main
+from amp_hls.codegen.boards import load_board
 from amp_hls.codegen.project import generate_project
 from amp_hls.codegen.rtl import HARNESS, generate_rtl
 from amp_hls.cycles import message_cycles
@@ -33,9 +34,11 @@ from amp_hls.cycles.report import (
     cycle_report,
     format_measured,
     format_report,
+    measure_project,
     measure_rtlsim,
     project_report,
     rtlsim_unavailable,
+    safe_in_flight,
     sample_inputs,
 )
 from amp_hls.design import DeviceOptions, build_design
@@ -186,6 +189,13 @@ def test_report_counts_and_prices_mlp(mlp_project: Path) -> None:
     if not report.unmodelled:
         assert report.bottleneck is not None and report.instances_per_s == 100e6 / report.bottleneck.cycles
         assert report.dsp_peak == report.macs_per_instance / (2 * report.bottleneck.cycles)
+        assert report.board_dsps == 220
+        assert report.board_dsp_peak == report.macs_per_instance / (220 * report.bottleneck.cycles)
+        assert f"{report.board_dsp_peak:.2%} of the board's" in text and "(0.9% of the board's 220)" in text
+    assert report.safe_in_flight == 64  # one message per instance at every node: cache_slots of them
+    doc = json.loads(json.dumps(report.to_json()))  # plain data
+    assert doc["board_dsps"] == 220 and doc["nodes"][1]["cycles"] == act.cycles
+    assert doc["link_instances_per_s"] == 100e6 / max(report.link_beats.values())
 
 
 def test_report_names_kinds_without_a_model(mlp_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -221,8 +231,14 @@ def test_report_counts_dynamic_rows() -> None:
         fwd = sum(n for (p, _), n in loads[name].items() if p.startswith("in"))
         bwd = sum(n for (p, _), n in loads[name].items() if p.endswith("_grad"))
         assert fwd > 0 and bwd > 0, name
-    report = cycle_report(build_design(graph, DeviceOptions()), "pynq-z2", 100.0, inputs)
+    report = cycle_report(build_design(graph, DeviceOptions()), load_board("pynq-z2"), inputs)
     assert {n.name for n in report.nodes} == set(placement.device_nodes)
+    # the loop leaves one message per element at its nodes: the longest sample list bounds mak
+    per_instance = max(max(n for (p, _), n in count_messages(placement, [i])[name].items() if not p.endswith("_grad"))
+                       for i in inputs for name in placement.device_nodes)
+    assert per_instance > 1
+    assert report.safe_in_flight == 64 // per_instance
+    assert safe_in_flight(placement, inputs, per_instance - 1) == 1  # never below one
 
 
 def test_report_cli(mlp_project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -264,11 +280,32 @@ def test_measured_matches_the_model(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     inputs = [{s: ((), rng.integers(-500, 500, (int(rows), 8))) for s in ("x", "t")} for rows in rng.integers(1, 3, 32)]
     measured = measure_rtlsim(tmp_path / "p", inputs, mak=32)
-    report = cycle_report(build_design(g, DeviceOptions(cache_slots=32)), "pynq-z2", 100.0, inputs)
+    report = cycle_report(build_design(g, DeviceOptions(cache_slots=32)), load_board("pynq-z2"), inputs)
     model = report.cycles_per_instance
     assert measured.instances == 32 and model is not None
     assert abs(measured.cycles_per_instance - model) <= 0.15 * measured.cycles_per_instance, (measured, model)
     assert "measured (RTL simulation, Verilator)" in format_measured(report, measured)
+
+
+@pytest.mark.verilator
+def test_a_loop_model_is_measured_at_the_in_flight_its_caches_hold(tmp_path: Path) -> None:
+    """list-rnn leaves one message per list element at its loop's nodes: more lists in flight than
+    ``cache_slots`` over the longest list overrun the tag caches (the run used to stall for
+    minutes, or lose a message on tree-rnn). The measurement keeps to the sizing rule and agrees
+    with the model."""
+    from amp_hls.models import MODELS
+
+    root = tmp_path / "lr"
+    generate_project(MODELS["list-rnn"].build(), root, "pynq-z2", DeviceOptions(cache_slots=32))
+    why = rtlsim_unavailable(root)
+    if why is not None:
+        pytest.skip(why)
+    report = project_report(root, instances=8)
+    assert 1 <= report.safe_in_flight < 8
+    measured = measure_project(root, instances=8)
+    assert (measured.instances, measured.mak) == (8, report.safe_in_flight)
+    model = report.cycles_per_instance
+    assert model is not None and abs(measured.cycles_per_instance - model) <= 0.15 * measured.cycles_per_instance
 
 
 def test_report_needs_a_zoo_model(tmp_path: Path) -> None:

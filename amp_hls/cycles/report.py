@@ -10,12 +10,15 @@ instance needs against the MACs the Linear kernels instantiate (their ``parallel
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from ..codegen.boards import Board
 from ..design import DeviceDesign
 from ..errors import AmpHlsError
 from ..ir import GraphCore, Linear
@@ -111,6 +114,8 @@ class CycleReport:
     nodes: tuple[NodeLoad, ...]
     macs_instantiated: int  # sum of the device Linear nodes' parallelism
     link_beats: dict[str, float]  # host_in / host_out beats per instance
+    board_dsps: int  # the board's DSP slices (one multiplier each)
+    safe_in_flight: int  # the most instances in flight the tag caches hold (the sizing rule)
 
     @property
     def unmodelled(self) -> dict[str, list[str]]:
@@ -149,6 +154,30 @@ class CycleReport:
             return None
         return self.macs_per_instance / (self.macs_instantiated * c)
 
+    @property
+    def board_dsp_peak(self) -> float | None:
+        """The same useful MACs against every DSP of the board working every cycle."""
+        c = self.cycles_per_instance
+        if not c or not self.board_dsps or "linear" in self.unmodelled:
+            return None
+        return self.macs_per_instance / (self.board_dsps * c)
+
+    @property
+    def link_instances_per_s(self) -> float | None:
+        """The host link's bound: one 64-bit beat a cycle each way, GRADS dumps included."""
+        beats = max(self.link_beats.values())
+        return self.clock_mhz * 1e6 / beats if beats else None
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as plain data (``amp-hls report --json``), derived figures included."""
+        doc = dataclasses.asdict(self)
+        doc["nodes"] = [{**dataclasses.asdict(n), "cycles": n.cycles} for n in self.nodes]
+        for name in ("bottleneck", "cycles_per_instance", "instances_per_s", "macs_per_instance",
+                     "dsp_peak", "board_dsp_peak", "link_instances_per_s", "unmodelled"):
+            value = getattr(self, name)
+            doc[name] = value.name if isinstance(value, NodeLoad) else value
+        return doc
+
 
 def _linear_macs(node: Linear, load: Load) -> int:
     """Forward ``y = x W^T`` is rows x in x out MACs; backward ``dx = dy W`` and ``dW += dy^T x`` twice that."""
@@ -178,9 +207,24 @@ def _link_beats(placement: Placement, loads: dict[str, Load], muf: int) -> dict[
     return beats
 
 
-def cycle_report(design: DeviceDesign, board: str, clock_mhz: float,
-                 inputs: Sequence[Inputs], seed: int = 0) -> CycleReport:
-    """Price the device traffic of ``inputs`` with the cycle models of ``design``'s kernels."""
+def safe_in_flight(placement: Placement, inputs: Sequence[Inputs], cache_slots: int, seed: int = 0) -> int:
+    """The most instances in flight for which every tag cache keeps to the sizing rule: ``mak``
+    times the most forward messages one instance leaves at a node fits ``cache_slots``. Loops
+    leave one message per trip, so a list model's longest sample list sets it."""
+    most = 1
+    for i, instance in enumerate(inputs):
+        for load in count_messages(placement, [instance], seed + i).values():
+            forwards = Counter[str]()
+            for (port, _), n in load.items():
+                if not port.endswith("_grad"):
+                    forwards[port] += n
+            most = max(most, *forwards.values(), 1)
+    return max(1, cache_slots // most)
+
+
+def cycle_report(design: DeviceDesign, board: Board, inputs: Sequence[Inputs], seed: int = 0) -> CycleReport:
+    """Price the device traffic of ``inputs`` with the cycle models of ``design``'s kernels, at
+    ``board``'s clock and against its DSPs."""
     placement, options = design.placement, design.options
     graph = placement.graph
     loads = count_messages(placement, inputs, seed)
@@ -208,7 +252,8 @@ def cycle_report(design: DeviceDesign, board: str, clock_mhz: float,
         ))
     macs = sum(graph.nodes[nm].parallelism for nm in placement.device_nodes if isinstance(graph.nodes[nm], Linear))
     beats = {k: v / n for k, v in _link_beats(placement, loads, options.muf).items()}
-    return CycleReport(graph.name, board, clock_mhz, n, tuple(nodes), macs, beats)
+    return CycleReport(graph.name, board.name, board.clock_mhz, n, tuple(nodes), macs, beats,
+                       board.resources.get("dsp", 0), safe_in_flight(placement, inputs, options.cache_slots, seed))
 
 
 def _num(x: float) -> str:
@@ -241,18 +286,21 @@ def format_report(r: CycleReport) -> str:
     else:
         lines.append(f"bottleneck{scope}: {b.name} ({b.kind}), {_num(b.cycles)} cycles/instance "  # type: ignore[arg-type]
                      f"-> {r.instances_per_s:,.0f} instances/s at {r.clock_mhz:g} MHz")
-    link = max(r.link_beats.values())
-    if link:
+    if r.link_instances_per_s is not None:
         lines.append(f"host link: {_num(r.link_beats['host_in'])} beats in, {_num(r.link_beats['host_out'])} beats out "
                      f"per instance (GRADS dumps included) -> at one beat a cycle at most "
-                     f"{r.clock_mhz * 1e6 / link:,.0f} instances/s")
-    peak = r.dsp_peak
+                     f"{r.link_instances_per_s:,.0f} instances/s")
+    peak, board_peak = r.dsp_peak, r.board_dsp_peak
     if not r.macs_instantiated:
         lines.append("DSP: no Linear node on the device")
     else:
-        lines.append(f"DSP: {r.macs_instantiated} MACs instantiated (sum of Linear parallelism), "
+        used = f" ({r.macs_instantiated / r.board_dsps:.1%} of the board's {r.board_dsps})" if r.board_dsps else ""
+        lines.append(f"DSP: {r.macs_instantiated} MACs instantiated (sum of Linear parallelism){used}, "
                      f"{_num(r.macs_per_instance)} MACs/instance, DSP-bound peak "
-                     + (f"{peak:.1%}{scope}" if peak is not None else "unknown (Linear kernels not priced)"))
+                     + (f"{peak:.1%} of the instantiated MACs{scope}" if peak is not None else "unknown (Linear kernels not priced)")
+                     + (f", {board_peak:.2%} of the board's" if board_peak is not None else ""))
+    lines.append(f"in flight: at most {r.safe_in_flight} instances keep every tag cache within the sizing rule "
+                 "(what the measurement runs)")
     for kind, names in r.unmodelled.items():
         lines.append(f"no cycle model for kind {kind!r} (amp_hls/cycles/{kind}.py): {', '.join(names)}")
     return "\n".join(lines)
@@ -330,19 +378,19 @@ def project_report(root: str | Path, board: str | None = None, instances: int = 
         board = (manifest.get("board") or {}).get("name")
         if not isinstance(board, str):
             raise AmpHlsError(f"{root} names no board (an HLS-only project): pass --board")
-    spec = load_board(board)
     inputs = sample_inputs(project.placement.graph, instances, seed)
-    return cycle_report(project.design, spec.name, spec.clock_mhz, inputs, seed)
+    return cycle_report(project.design, load_board(board), inputs, seed)
 
 
 def measure_project(root: str | Path, instances: int = 16, seed: int = 0) -> Measured:
     """The RTL simulation's cycles for the report's sample instances, as many in flight as the
-    tag caches allow (up to all of them)."""
+    tag caches hold by the sizing rule (``safe_in_flight``; more could lose a message or stall)."""
     from ..codegen.project import open_project
 
     project = open_project(root)
     inputs = sample_inputs(project.placement.graph, instances, seed)
-    return measure_rtlsim(root, inputs, min(instances, project.options.cache_slots), seed)
+    mak = safe_in_flight(project.placement, inputs, project.options.cache_slots, seed)
+    return measure_rtlsim(root, inputs, min(instances, mak), seed)
 
 
 def format_measured(report: CycleReport, measured: Measured | str) -> str:
