@@ -420,10 +420,13 @@ def test_concat_beyond_maximum_width():
 
 def test_too_many_nodes():
     g = GraphCore("g")
-    for i in range(LIMITS.max_nodes // 2 + 1):
+    for i in range(LIMITS.max_nodes // 2):
         g.add_node(src(f"x{i}"))
         g.add_node(Sink(name=f"s{i}"))
         g.connect(f"x{i}", 0, f"s{i}", 0)
+    with pytest.raises(IRError, match=f"already has {LIMITS.max_nodes} nodes, the maximum {LIMITS.max_nodes}"):
+        g.add_node(src("one_more"))  # refused as it is added: no graph grows past the limit
+    g.nodes["one_more"] = src("one_more")  # stored behind the API: validation still counts
     with pytest.raises(IRError, match=f"beyond {LIMITS.max_nodes}"):
         g.validate()
 

@@ -2,14 +2,13 @@
 
 It owns the fp32 master weights and the optimizer. Gradient dumps from workers are applied the
 moment they arrive, with no barrier; after ``n_sync`` dumps from a worker, that worker gets the
-current weights. A worker silent for longer than ``worker_timeout`` is dropped and training goes
-on with the rest. The server evaluates on the validation set every ``eval_every_s`` seconds,
+current weights. A worker silent for longer than ``worker_timeout`` (or one a send to which
+fails) is dropped and training goes on with the rest; the summary says which and when. The server evaluates on the validation set every ``eval_every_s`` seconds,
 stops everyone once the target is reached, and checkpoints (npz) so a restarted server resumes.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -17,20 +16,38 @@ from typing import Any
 
 import numpy as np
 
+from ..checkpoint import Contents, write_checkpoint
 from ..errors import AmpHlsError
 from ..kernels.base import StalenessStats
-from ..models import ModelEntry
-from ..runtime.optim import Optimizer
+from ..models import ModelSpec
+from ..runtime.optim import MOMENTS, Optimizer
+from ..runtime.restore import (
+    Shapes,
+    param_names,
+    read_history,
+    read_optimizer_state,
+    read_params,
+    stored_moments,
+)
 from ..runtime.trainer import EpochRecord, TrainConfig, Trainer
+from .keeper import Lifeline
 from .protocol import (
+    BYE_COUNTS,
     GRADS_HEADER,
+    STOP_DROPPED,
+    STOP_FINISHED,
+    TAG_ALIVE,
     TAG_BYE,
     TAG_DONE,
+    TAG_FINAL,
     TAG_GRADS,
     TAG_STOP,
     TAG_WEIGHTS,
     Outbox,
     ParamLayout,
+    heartbeat_s,
+    mpi_error,
+    stop_message,
 )
 
 CHECKPOINT_VERSION = 1
@@ -42,13 +59,23 @@ SERVE_EVERY_S = 5e-3  # during a validation, serve the workers this often (secon
 @dataclass
 class WorkerState:
     last_heard: float
+    last_sent: float = 0.0  # when the server last sent it anything (heartbeats fill the gaps)
     dumps_since_push: int = 0
     applied: int = 0
+    duplicates: int = 0  # dumps received again (a resend): ignored
+    late: int = 0  # dumps received after its STOP: not applied
+    pushes_due: int = 0  # the first push, then one per n_sync of its dumps applied
+    pushes_merged: int = 0  # due while an earlier one still waited: that one carries both
+    pushes_sent: int = 0
+    reported: dict[str, int] = field(default_factory=dict)  # its own counts, from its BYE
     last_seq: int = -1
     done: bool = False  # its DONE arrived
     bye: bool = False  # its BYE arrived: it sends nothing more
     stop_sent: bool = False
+    final_sent: bool = False  # its FINAL went out: the server sends it nothing more
     dropped: bool = False
+    lost_at_s: float | None = None  # server wall time when it was dropped
+    lost_reason: str = ""
     weights_in_flight: Any = None  # the request of the last WEIGHTS send (one at a time)
     weights_buffer: Any = None
     push_wanted: bool = False  # a push is due but the previous one is still being received
@@ -72,7 +99,7 @@ class ParameterServerRank:
     def __init__(
         self,
         comm: Any,
-        entry: ModelEntry,
+        entry: ModelSpec,
         config: TrainConfig,
         n_sync: int,
         worker_timeout: float = 30.0,
@@ -81,13 +108,16 @@ class ParameterServerRank:
         resume: Path | None = None,
         warm_start: Path | None = None,
         max_wall_s: float = 3600.0,
+        lifeline: Lifeline | None = None,
     ):
         self.comm = comm
+        self.lifeline = lifeline
         self.outbox = Outbox(comm)
         self.entry = entry
         self.config = config
         self.n_sync = n_sync
         self.worker_timeout = worker_timeout
+        self.heartbeat_s = heartbeat_s(worker_timeout)
         self.eval_every_s = eval_every_s
         self.checkpoint = checkpoint
         self.max_wall_s = max_wall_s
@@ -102,6 +132,7 @@ class ParameterServerRank:
 
         def step_and_serve() -> list[int]:
             finished = evaluation_step()
+            self._alive()
             if self._serving:
                 self._serve_between_steps()
             return finished
@@ -110,17 +141,17 @@ class ParameterServerRank:
         self.params = {k.name: dict(k.params) for k in self.evaluator.param_kernels}
         self.optimizer = Optimizer(config.optimizer)
         if warm_start is not None:
-            self.params = _load_params(warm_start, self.params)
             # the optimizer state too: a fresh Adam's first steps are full learning-rate steps
             # in every coordinate, which knock a partly trained model back
-            with_state = load_optimizer_state(warm_start, self.optimizer)
-            self.log(f"warm start from {warm_start}" + (" (weights and optimizer state)" if with_state else ""))
+            self.params, state = read_warm_start(warm_start, entry.name, shapes_of(self.params), self.optimizer)
+            self.log(f"warm start from {warm_start}" + (" (weights and optimizer state)" if state else ""))
         self.layout = ParamLayout.of(self.params)
         self.version = 0  # updates applied, all nodes together
         self.node_versions = dict.fromkeys(self.layout.nodes, 0)  # updates per node
         self.staleness = StalenessStats()
         self.duplicates = 0
         self.history: list[EpochRecord] = []
+        self.saved: tuple[int, float] | None = None  # (updates, wall s) of the last checkpoint written
         self.elapsed_before = 0.0
         self.incarnation = int(time.time() * 1000) % (1 << 40)
         self.workers = {
@@ -137,7 +168,8 @@ class ParameterServerRank:
         self.start = time.monotonic()
         self.cpu_start = time.process_time()
         self.eval_cpu_s = 0.0
-        for rank in self.workers:
+        for rank, w in self.workers.items():
+            w.last_heard = self.start  # silence counts from the first push, not from start-up
             self._push(rank)
         next_eval = self.start + self.eval_every_s
         reached = False
@@ -152,13 +184,8 @@ class ParameterServerRank:
                 idle = 0
             else:
                 idle += 1
-            self._retry_pushes()
+            self._housekeeping()
             now = time.monotonic()
-            for rank, w in self.workers.items():
-                if not (w.done or w.dropped) and now - w.last_heard > self.worker_timeout:
-                    w.dropped = True
-                    self.log(f"worker {rank} silent for {now - w.last_heard:.1f} s: dropped; "
-                             f"continuing with {sum(not (x.done or x.dropped) for x in self.workers.values())} worker(s)")
             if now >= next_eval:
                 reached = self._evaluate()
                 next_eval = time.monotonic() + self.eval_every_s
@@ -171,10 +198,50 @@ class ParameterServerRank:
         self._shutdown()
         return self.summary(reached)
 
+    def _alive(self) -> None:
+        """Promise the keeper the next sign of progress within ``worker_timeout``."""
+        if self.lifeline is not None:
+            self.lifeline.beat(self.worker_timeout)
+
+    def _housekeeping(self) -> None:
+        """After every message: retried pushes, heartbeats, and dropping the lost workers."""
+        self._alive()
+        self._retry_pushes()
+        now = time.monotonic()
+        for rank in sorted(self.outbox.failed):
+            self._drop(rank, "a send to it failed")
+        for rank, w in self.workers.items():
+            if w.done or w.dropped:
+                continue
+            if now - w.last_heard > self.worker_timeout:
+                self._drop(rank, f"silent for {now - w.last_heard:.1f} s")
+        for rank, w in self.workers.items():  # a done worker waits for its FINAL: keep it informed
+            if not (w.dropped or w.final_sent) and now - w.last_sent > self.heartbeat_s:
+                self._send(rank, np.array([self.incarnation], dtype=np.float64), TAG_ALIVE)
+
+    def _send(self, rank: int, data: np.ndarray, tag: int) -> None:
+        self.outbox.send(data, dest=rank, tag=tag)
+        self.workers[rank].last_sent = time.monotonic()
+
+    def _drop(self, rank: int, why: str) -> None:
+        """Give up on a worker: never probe it again (its half-sent messages cannot be received)
+        and tell it so, in case it is alive and merely slow."""
+        w = self.workers[rank]
+        if w.dropped:
+            return
+        w.dropped, w.lost_at_s, w.lost_reason = True, self.wall_s, why
+        self.outbox.send(stop_message(self.incarnation, STOP_DROPPED), dest=rank, tag=TAG_STOP)
+        left = sum(not (x.done or x.dropped) for x in self.workers.values())
+        self.log(f"worker {rank} lost at t={w.lost_at_s:.1f}s ({why}): dropped; {left} worker(s) still training")
+
+    @property
+    def lost(self) -> list[int]:
+        return [r for r, w in self.workers.items() if w.dropped]
+
     def _stop(self, rank: int) -> None:
         w = self.workers[rank]
         if not w.stop_sent:
-            self.outbox.send(np.array([self.incarnation], dtype=np.float64), dest=rank, tag=TAG_STOP)
+            self._send(rank, stop_message(self.incarnation, STOP_FINISHED), TAG_STOP)
             w.stop_sent = True
 
     def _shutdown(self) -> None:
@@ -187,11 +254,11 @@ class ParameterServerRank:
         deadline = time.monotonic() + self.worker_timeout
         status = MPI.Status()
         while any(not (w.done or w.dropped) for w in self.workers.values()):
+            self._alive()
             if time.monotonic() > deadline:
                 for rank, w in self.workers.items():
                     if not (w.done or w.dropped):
-                        w.dropped = True
-                        self.log(f"worker {rank} never confirmed the stop: dropped")
+                        self._drop(rank, "it never confirmed the stop")
                 break
             if not self._receive_one(status):
                 time.sleep(1e-4)
@@ -199,12 +266,28 @@ class ParameterServerRank:
         # without that a worker can wait on a send the server already received
         deadline = time.monotonic() + self.worker_timeout
         while any(not (w.bye or w.dropped) for w in self.workers.values()) and time.monotonic() < deadline:
+            self._alive()
             if not self._receive_one(status):
                 time.sleep(1e-4)
+        for rank, w in self.workers.items():
+            if not (w.bye or w.dropped):
+                self._drop(rank, "it never said goodbye")
+        final = np.array([self.incarnation, len(self.lost)], dtype=np.float64)
+        for rank, w in self.workers.items():
+            if not w.dropped:
+                self._send(rank, final, TAG_FINAL)
+                w.final_sent = True
+        self._alive()
         self.outbox.flush(timeout=self.worker_timeout)
-        for w in self.workers.values():
-            if w.weights_in_flight is not None and not w.dropped:
-                w.weights_in_flight.Wait()
+        deadline = time.monotonic() + self.worker_timeout
+        for w in self.workers.values():  # the last pushes, received before each worker's STOP
+            while w.weights_in_flight is not None and not w.dropped and time.monotonic() < deadline:
+                try:
+                    if w.weights_in_flight.Test():
+                        break
+                except MPI.Exception:
+                    break
+                time.sleep(1e-4)
 
     @property
     def wall_s(self) -> float:
@@ -233,9 +316,7 @@ class ParameterServerRank:
         try:
             self.comm.Recv(buf, source=rank, tag=tag)
         except MPI.Exception as exc:  # the sender died mid-transfer
-            if not w.dropped:
-                w.dropped = True
-                self.log(f"worker {rank} failed while sending ({exc.Get_error_string().splitlines()[0]}): dropped")
+            self._drop(rank, f"it died while sending: {mpi_error(exc)}")
             return
         w.last_heard = time.monotonic()
         if w.dropped:
@@ -243,23 +324,25 @@ class ParameterServerRank:
         if tag == TAG_DONE:
             w.done = True
             w.instances = int(buf[1])
-            if count >= 5:
-                w.train_s, w.cpu_s, w.waited_s = float(buf[2]), float(buf[3]), float(buf[4])
+            w.train_s, w.cpu_s, w.waited_s = float(buf[2]), float(buf[3]), float(buf[4])
             self.log(f"worker {rank} done ({w.instances} instances)")
             self._stop(rank)  # the reply that lets it leave
             return
         if tag == TAG_BYE:
             w.bye = True
+            w.reported = dict(zip(BYE_COUNTS, (int(v) for v in buf[1:])))
             return
         if tag != TAG_GRADS:
             raise AmpHlsError(f"unexpected message tag {tag} from worker {rank}")
-        if w.stop_sent:
-            return  # training is over: late dumps are received (so the worker can leave) but not applied
         incarnation, seq, node_i, version_used, n_grads, size = (int(v) for v in buf[:GRADS_HEADER])
         if incarnation != self.incarnation or seq <= w.last_seq:
             self.duplicates += 1  # replayed or from an earlier job: never applied twice
+            w.duplicates += 1
             return
         w.last_seq = seq
+        if w.stop_sent:
+            w.late += 1  # training is over: received (so the worker can leave) but not applied
+            return
         node = self.layout.nodes[node_i]
         grads = self.layout.unflatten(buf[GRADS_HEADER : GRADS_HEADER + size], node)[node]
         self.params[node] = self.optimizer.step(node, self.params[node], grads)
@@ -268,30 +351,50 @@ class ParameterServerRank:
         self.version += 1
         w.applied += 1
         w.dumps_since_push += 1
-        if w.dumps_since_push >= self.n_sync and not w.stop_sent:
+        if w.dumps_since_push >= self.n_sync:
+            w.dumps_since_push = 0
             self._push(rank)
         if self.checkpoint is not None and self.version % 500 == 0:
             self.save(self.checkpoint)
 
     def _push(self, rank: int) -> None:
-        """Send ``rank`` the current weights, at most one message in flight per worker: while
-        the last one is still being received, the push waits and then sends the newest."""
+        """A push to ``rank`` is due: send the current weights, at most one message in flight
+        per worker. While the last one is still being received the push waits, and then sends
+        the newest weights (a push due meanwhile is merged into it)."""
         w = self.workers[rank]
-        w.dumps_since_push = 0
-        if w.weights_in_flight is not None and not w.weights_in_flight.Test():
-            w.push_wanted = True
+        w.pushes_due += 1
+        if w.push_wanted:
+            w.pushes_merged += 1
+        w.push_wanted = True
+        self._send_weights(rank)
+
+    def _send_weights(self, rank: int) -> None:
+        from mpi4py import MPI
+
+        w = self.workers[rank]
+        try:
+            if w.weights_in_flight is not None and not w.weights_in_flight.Test():
+                return
+        except MPI.Exception:
+            self.outbox.failed.add(rank)  # dropped by the housekeeping
             return
         versions = [self.node_versions[n] for n in self.layout.nodes]
         w.weights_buffer = np.concatenate(
             [[self.incarnation, self.version, w.last_seq], versions, self.layout.flatten(self.params)]
         ).astype(np.float64)
-        w.weights_in_flight = self.comm.Isend(w.weights_buffer, dest=rank, tag=TAG_WEIGHTS)
+        try:
+            w.weights_in_flight = self.comm.Isend(w.weights_buffer, dest=rank, tag=TAG_WEIGHTS)
+        except MPI.Exception:
+            self.outbox.failed.add(rank)  # dropped by the housekeeping
+            return
+        w.last_sent = time.monotonic()
+        w.pushes_sent += 1
         w.push_wanted = False
 
     def _retry_pushes(self) -> None:
         for rank, w in self.workers.items():
             if w.push_wanted and not (w.stop_sent or w.dropped):
-                self._push(rank)
+                self._send_weights(rank)
 
     def _evaluate(self) -> bool:
         """Validation of a snapshot of the masters: a quick look at ``EVAL_PROBE`` examples, and
@@ -315,7 +418,7 @@ class ParameterServerRank:
         for _ in range(256):  # bounded: the validation must finish even under a flood of dumps
             if not self._receive_one(self._status):
                 break
-        self._retry_pushes()
+        self._housekeeping()
         self._last_serve = time.monotonic()
         self._serve_cpu_s += time.process_time() - cpu
 
@@ -365,9 +468,16 @@ class ParameterServerRank:
             "time_to_target_s": ttt,
             "staleness": {"mean": self.staleness.mean, "max": self.staleness.max, "count": self.staleness.count},
             "duplicates_ignored": self.duplicates,
-            "dropped_workers": [r for r, w in self.workers.items() if w.dropped],
+            "dropped_workers": self.lost,
+            "lost_workers": [{"rank": r, "at_s": w.lost_at_s, "why": w.lost_reason}
+                             for r, w in self.workers.items() if w.dropped],
             "worker_instances": {str(r): w.instances for r, w in self.workers.items()},
             "worker_train_s": {str(r): w.train_s for r, w in self.workers.items()},
+            # per worker, what it says it sent and received, and what the server made of it
+            "worker_dumps": {str(r): {**w.reported, "applied": w.applied, "duplicates": w.duplicates,
+                                      "late": w.late, "pushes_due": w.pushes_due, "pushes_merged": w.pushes_merged,
+                                      "pushes_sent": w.pushes_sent, "push_pending": int(w.push_wanted)}
+                             for r, w in self.workers.items()},
             "worker_cpu_s": {str(r): w.cpu_s for r, w in self.workers.items()},
             "worker_waited_s": {str(r): w.waited_s for r, w in self.workers.items()},
             "server_cpu_s": time.process_time() - self.cpu_start,
@@ -389,51 +499,50 @@ class ParameterServerRank:
             "wall_s": self.wall_s,
             "history": [asdict(r) for r in self.history],
         }
-        arrays["meta"] = np.array(json.dumps(meta))
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez(tmp, **arrays)
-        tmp.replace(path)
+        write_checkpoint(path, arrays, meta)
+        self.saved = (self.version, self.wall_s)
 
     def _resume(self, path: Path) -> None:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-        meta = json.loads(str(arrays.pop("meta")))
+        """Continue from a server checkpoint of this model, every part of it checked first."""
+        contents = Contents(path)
+        meta = contents.meta
         if meta.get("version") != CHECKPOINT_VERSION or meta.get("model") != self.entry.name:
-            raise AmpHlsError(f"{path} is not a server checkpoint of {self.entry.name!r}")
-        self.params = {n: {t: arrays[f"param/{n}/{t}"] for t in ts} for n, ts in self.params.items()}
-        self.optimizer.load_state({k: v for k, v in arrays.items() if k.startswith("opt/")}, meta["optimizer_steps"])
-        self.version = meta["updates"]
-        self.node_versions = {n: int(v) for n, v in meta["node_versions"].items()}
-        self.elapsed_before = meta["wall_s"]
-        self.history = [EpochRecord(**r) for r in meta["history"]]
+            raise contents.error(f"is not a server checkpoint of {self.entry.name!r} (a server's has version "
+                                 f"{CHECKPOINT_VERSION}; use --warm-start for a single-process run's)")
+        shapes = shapes_of(self.params)
+        params = read_params(contents, shapes)
+        opt, steps = read_optimizer_state(contents, self.optimizer.config.kind, shapes)
+        contents.only(param_names(shapes) | set(opt))
+        node_versions = contents.counters("node_versions", shapes)
+        updates = contents.counter("updates")
+        if sum(node_versions.values()) != updates:  # each update is one node's
+            raise contents.error(f"its node versions add up to {sum(node_versions.values())}, not its {updates} updates")
+        wall_s = contents.number("wall_s")
+        history = read_history(contents)
+        self.params = params  # all checked: now load it
+        self.optimizer.load_state(opt, steps)
+        self.version, self.node_versions = updates, node_versions
+        self.elapsed_before, self.history = wall_s, history
         self.log(f"resumed from {path} at {self.version} updates")
 
 
-def load_optimizer_state(path: Path, optimizer: Optimizer) -> bool:
-    """Load the optimizer state (``opt/<node>/<key>`` arrays, steps in the metadata) of a CPU
-    trainer or server checkpoint into ``optimizer``, if it has one for the same kind of
-    optimizer; True if it did."""
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: np.array(data[k]) for k in data.files if k.startswith("opt/")}
-            meta = json.loads(str(data["meta"])) if "meta" in data.files else {}
-    except (OSError, KeyError, ValueError) as exc:
-        raise AmpHlsError(f"cannot read optimizer state from {path}: {exc}") from None
-    steps = meta.get("optimizer_steps") if isinstance(meta, dict) else None
-    kind = ((meta.get("config") or {}).get("optimizer") or {}).get("kind")
-    suffixes = {k.rsplit(".", 1)[-1] for k in arrays}
-    expected = {"adam": {"m", "v"}, "momentum": {"v"}, "sgd": set()}[optimizer.config.kind]
-    if not arrays or not isinstance(steps, dict) or suffixes != expected or kind not in (None, optimizer.config.kind):
-        return False
-    optimizer.load_state(arrays, {str(n): int(t) for n, t in steps.items()})
-    return True
+def shapes_of(params: dict[str, dict[str, np.ndarray]]) -> Shapes:
+    return {n: {t: v.shape for t, v in ts.items()} for n, ts in params.items()}
 
 
-def _load_params(path: Path, like: dict[str, dict[str, np.ndarray]]) -> dict[str, dict[str, np.ndarray]]:
-    """Parameters from a CPU trainer or server checkpoint (``param/<node>/<tensor>`` arrays)."""
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return {n: {t: np.array(data[f"param/{n}/{t}"]) for t in ts} for n, ts in like.items()}
-    except (OSError, KeyError, ValueError) as exc:
-        raise AmpHlsError(f"cannot warm-start from {path}: {exc}") from None
+def read_warm_start(path: Path, model: str, shapes: Shapes, optimizer: Optimizer
+                    ) -> tuple[dict[str, dict[str, np.ndarray]], bool]:
+    """The parameters of a CPU trainer's or server's checkpoint of ``model``, checked; its
+    optimizer state goes into ``optimizer`` when it is one of the same kind (True then)."""
+    contents = Contents(path)
+    if contents.meta.get("model") != model:
+        raise contents.error(f"is a checkpoint of model {contents.meta.get('model')!r}, not {model!r}")
+    params = read_params(contents, shapes)
+    config = contents.meta.get("config")
+    kind = config.get("optimizer", {}).get("kind") if isinstance(config, dict) and isinstance(
+        config.get("optimizer"), dict) else None
+    moments = set(MOMENTS[optimizer.config.kind])
+    if not moments or stored_moments(contents) != moments or kind not in (None, optimizer.config.kind):
+        return params, False
+    optimizer.load_state(*read_optimizer_state(contents, optimizer.config.kind, shapes))
+    return params, True

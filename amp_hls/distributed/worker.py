@@ -18,7 +18,6 @@ gradient-only workers whose weights change only when the server pushes.
 
 from __future__ import annotations
 
-import os
 import time
 from collections import deque
 from pathlib import Path
@@ -27,16 +26,40 @@ from typing import Any
 import numpy as np
 
 from ..datasets import Splits
-from ..errors import AmpHlsError
 from ..kernels import ParamKernel
-from ..models import ModelEntry
+from ..models import ModelSpec
 from ..runtime.trainer import TrainConfig, Trainer
-from .protocol import TAG_BYE, TAG_DONE, TAG_GRADS, TAG_STOP, WEIGHTS_HEADER, Outbox, ParamLayout
-from .server import load_optimizer_state
+from . import FAIL_ENV
+from .keeper import EXIT_SERVER_LOST, EXIT_WORKER_LOST, Lifeline
+from .protocol import (
+    STOP_DROPPED,
+    STOP_FAILED,
+    TAG_BYE,
+    TAG_DONE,
+    TAG_FINAL,
+    TAG_GRADS,
+    TAG_STOP,
+    TAG_WEIGHTS,
+    WEIGHTS_HEADER,
+    Outbox,
+    ParamLayout,
+    mpi_error,
+)
+from .server import read_warm_start, shapes_of
 
 
 class _Stopped(Exception):
-    """The server said stop."""
+    """The server said stop (training is over)."""
+
+
+class Leave(Exception):
+    """The worker leaves now, without the goodbye: exit with ``code``, saying ``message``
+    (None: quietly, because the server has said why)."""
+
+    def __init__(self, code: int, message: str | None = None):
+        super().__init__(message or f"leaving with exit code {code}")
+        self.code = code
+        self.message = message
 
 
 class WorkerTrainer(Trainer):
@@ -45,17 +68,19 @@ class WorkerTrainer(Trainer):
     def __init__(
         self,
         comm: Any,
-        entry: ModelEntry,
+        entry: ModelSpec,
         config: TrainConfig,
         first_weights_timeout: float = 60.0,
-        die_after_s: float | None = None,
+        fail_after_s: float | None = None,
         duplicate_every: int = 0,
         local_updates: bool = True,
         max_unconfirmed: int = 0,
         optimizer_state: Path | None = None,
+        server_timeout: float = 30.0,
+        lifeline: Lifeline | None = None,
     ):
         rank, size = comm.Get_rank(), comm.Get_size()
-        full = entry.data(config.seed)
+        full = entry.splits(config.seed)
         shard = Splits(full.name, full.train[rank - 1 :: size - 1], full.val[:1], full.test[:1], full.description)
         super().__init__(entry, config, shard)
         self.comm = comm
@@ -65,6 +90,7 @@ class WorkerTrainer(Trainer):
         self.seq = 0
         self.incarnation = -1
         self.stopped = False
+        self.peers_lost: int | None = None  # from the server's FINAL
         self.server_version = 0
         self.confirmed = -1  # the last of our dumps the server's newest weights include
         # bounded staleness: with more than this many dumps not yet in the server's weights the
@@ -72,19 +98,28 @@ class WorkerTrainer(Trainer):
         self.max_unconfirmed = max_unconfirmed
         self.waited_s = 0.0
         self.local_updates = local_updates
-        if optimizer_state is not None:  # a warm start or a resumed server: Adam goes on from there
-            load_optimizer_state(optimizer_state, self.optimizer)
+        # a server silent this long is lost (it says ALIVE at least every heartbeat_s)
+        self.server_timeout = server_timeout
+        self.lifeline = lifeline
+        self.last_heard = time.monotonic()
         # (seq, node, change) of local updates the server has not yet confirmed applying
         self.unconfirmed: deque[tuple[int, str, dict[str, np.ndarray]]] = deque()
-        # fault injection for tests: this worker resends every n-th dump, or dies abruptly after
-        # so many seconds
+        # fault injection for tests: this worker resends every n-th dump, or raises after so many
+        # seconds (then it leaves as any worker whose code raises does)
         self.duplicate_every = duplicate_every
-        self.die_at = None if die_after_s is None else time.monotonic() + die_after_s
+        self.resent = 0
+        self.weights_received = 0
+        self.fail_at = None if fail_after_s is None else time.monotonic() + fail_after_s
         deadline = time.monotonic() + first_weights_timeout
         while not self._poll():
             if time.monotonic() > deadline:
-                raise AmpHlsError(f"worker {rank}: no weights from the server within {first_weights_timeout} s")
+                raise Leave(EXIT_SERVER_LOST, f"worker {rank}: no weights from the server (rank 0) within "
+                            f"{first_weights_timeout:g} s: it is lost or still loading its data; leaving")
             time.sleep(1e-3)
+        if optimizer_state is not None:  # a warm start or a resumed server: Adam goes on from there
+            # the server has read the file: an error here is this worker's own (another host's copy)
+            params = {k.name: k.params for k in self.param_kernels}
+            read_warm_start(optimizer_state, entry.name, shapes_of(params), self.optimizer)
 
     def _apply(self, kernel: ParamKernel) -> None:
         """Send the mean gradient to the server rather than stepping locally."""
@@ -96,6 +131,7 @@ class WorkerTrainer(Trainer):
         self.outbox.send(message, dest=0, tag=TAG_GRADS)
         if self.duplicate_every and self.seq % self.duplicate_every == 0:
             self.outbox.send(message, dest=0, tag=TAG_GRADS)  # fault injection: a resent dump
+            self.resent += 1
         if self.local_updates:
             old = kernel.params
             new = self.optimizer.step(kernel.name, old, mean)
@@ -103,8 +139,8 @@ class WorkerTrainer(Trainer):
             kernel.set_params(new)  # version + 1: one more of its own updates in these weights
         self.seq += 1
         kernel.zero_grads()
-        if self.die_at is not None and time.monotonic() > self.die_at:
-            os._exit(3)  # a crash, not a shutdown: no goodbye to the server
+        if self.fail_at is not None and time.monotonic() > self.fail_at:
+            raise RuntimeError(f"worker {self.rank}: injected fault ({FAIL_ENV})")
         self._poll()
         if self.max_unconfirmed and self.seq - 1 - self.confirmed > self.max_unconfirmed:
             self._wait_for_server()
@@ -121,20 +157,36 @@ class WorkerTrainer(Trainer):
         self.waited_s += time.monotonic() - start
 
     def _poll(self) -> bool:
-        """Install the newest weights the server sent (older ones are superseded); notice a stop.
-
-        True if weights arrived."""
+        """Install the newest weights the server sent (older ones are superseded); notice a stop,
+        and leave (``Leave``) when the server, once heard, has been silent for
+        ``server_timeout``. True if weights arrived."""
         from mpi4py import MPI
 
+        if self.lifeline is not None:
+            self.lifeline.beat(self.server_timeout)
         newest = None
         status = MPI.Status()
-        while self.comm.Iprobe(source=0, tag=MPI.ANY_TAG, status=status):
-            buf = np.empty(status.Get_count(MPI.DOUBLE), dtype=np.float64)
-            self.comm.Recv(buf, source=0, tag=status.Get_tag())
-            if status.Get_tag() == TAG_STOP:
-                self.stopped = True
-                break
-            newest = buf
+        try:
+            while self.comm.Iprobe(source=0, tag=MPI.ANY_TAG, status=status):
+                buf = np.empty(status.Get_count(MPI.DOUBLE), dtype=np.float64)
+                self.comm.Recv(buf, source=0, tag=status.Get_tag())
+                self.last_heard = time.monotonic()
+                if status.Get_tag() == TAG_STOP:
+                    self._stop(buf)
+                    break
+                if status.Get_tag() == TAG_WEIGHTS:
+                    newest = buf
+                    self.weights_received += 1
+                elif status.Get_tag() == TAG_FINAL:
+                    self.peers_lost = int(buf[1])
+        except MPI.Exception as exc:
+            raise Leave(EXIT_SERVER_LOST, f"worker {self.rank}: the server (rank 0) is unreachable "
+                        f"({mpi_error(exc)}): leaving") from None
+        now = time.monotonic()
+        heard = self.incarnation >= 0 or newest is not None  # before the first weights it may be loading
+        if heard and now - self.last_heard > self.server_timeout:
+            raise Leave(EXIT_SERVER_LOST, f"worker {self.rank}: no word from the server (rank 0) for "
+                        f"{now - self.last_heard:.1f} s: it is lost; leaving")
         if newest is None:
             return False
         incarnation, self.server_version, confirmed = (int(v) for v in newest[:WEIGHTS_HEADER])
@@ -156,9 +208,20 @@ class WorkerTrainer(Trainer):
             kernel.version = int(versions[kernel.name]) + ahead[kernel.name]
         return True
 
-    def work(self, timeout: float = 60.0) -> None:
+    def _stop(self, message: np.ndarray) -> None:
+        """A STOP: training is over (``_Stopped`` follows), or leave now."""
+        reason, code = (int(v) for v in message[1:3])
+        if reason == STOP_DROPPED:
+            raise Leave(EXIT_WORKER_LOST, f"worker {self.rank}: the server dropped it (it was silent "
+                        "too long, or a send to it failed): leaving")
+        if reason == STOP_FAILED:
+            raise Leave(code)  # the server failed and said why
+        self.stopped = True
+
+    def work(self, timeout: float = 60.0) -> int:
         """Train the shard for ``epochs`` (or until stopped), then leave cleanly: say DONE, wait
-        for the server's STOP, and let the last sends drain (the server keeps receiving)."""
+        for the server's STOP, and let the last sends drain (the server keeps receiving).
+        Returns how many peers the server lost (its FINAL): MPI_Finalize would wait for them."""
         finished = 0  # instances completed, counting the epoch a STOP cut short
 
         def count(n: int) -> None:
@@ -182,5 +245,10 @@ class WorkerTrainer(Trainer):
         # receiving until our BYE, which follows the last of them.
         while not self.outbox.flush(timeout=0.05) and time.monotonic() < deadline:
             self._poll()
-        self.outbox.send(np.array([self.incarnation], dtype=np.float64), dest=0, tag=TAG_BYE)
+        bye = [self.incarnation, self.seq, self.resent, self.weights_received]  # protocol.BYE_COUNTS
+        self.outbox.send(np.array(bye, dtype=np.float64), dest=0, tag=TAG_BYE)
         self.outbox.flush(timeout=5.0)
+        while self.peers_lost is None:  # the others may still be training: the server says ALIVE
+            self._poll()
+            time.sleep(1e-2)
+        return self.peers_lost

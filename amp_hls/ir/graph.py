@@ -19,7 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..errors import IRError
-from .names import check_identifier
+from .limits import LIMITS
+from .names import check_generated_names, check_identifier, generated_names
 from .nodes import EdgeSpec, Node, in_port, out_port
 
 
@@ -52,11 +53,19 @@ class GraphCore:
 
     # construction -----------------------------------------------------------------------------
     def add_node(self, node: Node) -> Node:
-        """Add ``node``; its name must be a safe identifier not used before (in any case)."""
+        """Add ``node``; its name must be a safe identifier not used before (in any case), whose
+        generated names meet no other's, and the graph must have room for it."""
         check_identifier(node.name, "node name", node=node.name)
+        if len(self.nodes) >= LIMITS.max_nodes:
+            raise IRError(f"graph {self.name!r} already has {len(self.nodes)} nodes, the maximum "
+                          f"{LIMITS.max_nodes}", node=node.name)
         lowered = {n.lower() for n in self.nodes}
         if node.name.lower() in lowered:
             raise IRError("a node with this name already exists", node=node.name)
+        taken: dict[str, str] = {}
+        for name in self.nodes:
+            taken.update(dict.fromkeys(generated_names(name), name))
+        check_generated_names(node.name, taken)
         node.check_attrs()
         self.nodes[node.name] = node
         self._specs = None

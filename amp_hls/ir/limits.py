@@ -1,4 +1,5 @@
-"""The declared maxima every graph must respect; the wire format and the hardware rely on them."""
+"""The declared maxima every graph and device must respect; the wire format and the hardware rely on
+them. Each is defined here once and quoted in the message that enforces it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,14 @@ class Limits:
     max_arity: int = 16  # inputs of a join / outputs of a broadcast or split
     max_nodes: int = 250  # channel ids are 8 bits; leave room for the boundary's own
     max_state_words: int = MAX_STATE_WORDS
+    max_parallelism: int = 64  # MACs of one Linear kernel: the largest the RTL is verified at
+    max_muf: int = (1 << 16) - 1  # backward messages between GRADS dumps of a device kernel
+    max_cache_slots: int = 4096  # tag-table entries of a caching device kernel (its RAMs scale with it)
+
+    @property
+    def max_edges(self) -> int:
+        """Each input port takes one edge: at most ``max_arity`` per node."""
+        return self.max_nodes * self.max_arity
 
 
 LIMITS = Limits()

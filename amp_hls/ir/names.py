@@ -8,8 +8,9 @@ from ..errors import IRError
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 MAX_NAME_LENGTH = 48
-# Prefixes the generated code uses for its own names (Vitis HLS ports, project internals).
-RESERVED_PREFIXES = ("ap_", "amp_", "__")
+# Prefixes the generated code uses for its own names (Vitis HLS ports, project internals; amp_top
+# names the FIFO of each stream u_fifo_<stream>, so no node may be called fifo_...).
+RESERVED_PREFIXES = ("ap_", "amp_", "__", "fifo_")
 
 CPP_KEYWORDS = frozenset(
     """alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t
@@ -57,6 +58,43 @@ TCL_WORDS = frozenset(
 )
 
 RESERVED_WORDS = CPP_KEYWORDS | SV_KEYWORDS | TCL_WORDS
+
+# Every device node becomes code named after it (codegen): the kernel function and module
+# "k_<node>", its companions "k_<node>_reset", "k_<node>_saturations" and "k_<node>_step", the
+# namespace "n_<node>" and the instance "u_<node>" in amp_top. The boundary's own code is named
+# the same way after "demux", "mux", "boundary" and "control" (k_demux, k_mux_step,
+# k_boundary_reset, u_control, ...). Two nodes whose generated names meet, or a node whose names
+# meet the boundary's, would define one name twice (a Verilator MODDUP, a C-sim link error);
+# tests/test_bounds.py checks every global name of generated projects against this scheme.
+KERNEL_PREFIX = "k_"
+KERNEL_SUFFIXES = ("", "_reset", "_saturations", "_step")
+NAMESPACE_PREFIX = "n_"
+INSTANCE_PREFIX = "u_"
+BOUNDARY_NAMES = ("demux", "mux", "boundary", "control")
+
+
+def generated_names(node: str) -> frozenset[str]:
+    """The names generated code derives from a node called ``node`` (lower case: the
+    case-insensitive file systems and tools see no more)."""
+    stem = node.lower()
+    return frozenset({f"{KERNEL_PREFIX}{stem}{s}" for s in KERNEL_SUFFIXES}
+                     | {f"{NAMESPACE_PREFIX}{stem}", f"{INSTANCE_PREFIX}{stem}"})
+
+
+BOUNDARY_GENERATED = {name: b for b in BOUNDARY_NAMES for name in generated_names(b)}
+
+
+def check_generated_names(name: str, taken: dict[str, str]) -> None:
+    """Refuse node ``name`` when its generated names meet the boundary's or those in ``taken``
+    (generated name -> the node it came from); otherwise add its own to ``taken``."""
+    mine = generated_names(name)
+    for clash in sorted(mine & BOUNDARY_GENERATED.keys()):
+        raise IRError(f"name {name!r} would generate {clash!r}, which the boundary "
+                      f"({BOUNDARY_GENERATED[clash]!r}) generates: rename the node", node=name)
+    for clash in sorted(mine & taken.keys()):
+        raise IRError(f"name {name!r} would generate {clash!r}, as node {taken[clash]!r} does: "
+                      "rename one of them", node=name)
+    taken.update(dict.fromkeys(mine, name))
 
 
 def check_identifier(name: object, what: str = "name", node: str | None = None) -> str:

@@ -418,6 +418,9 @@ class Linear(Node):
         for attr in ("in_features", "out_features"):
             if getattr(self, attr) > LIMITS.max_width:
                 raise self.error(f"{attr} {getattr(self, attr)} beyond the maximum {LIMITS.max_width}")
+        if self.parallelism > LIMITS.max_parallelism:
+            raise self.error(f"parallelism {self.parallelism} beyond the maximum {LIMITS.max_parallelism} "
+                             "(MACs per cycle of its kernel)")
         if not isinstance(self.bias, bool):
             raise self.error(f"bias must be true or false, got {self.bias!r}")
 

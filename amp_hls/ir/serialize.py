@@ -10,6 +10,7 @@ from typing import Any
 from ..errors import IRError
 from .builder import Graph
 from .graph import GraphCore
+from .limits import LIMITS
 from .nodes import NODE_KINDS, Node
 
 SCHEMA = "amp-hls.graph"
@@ -41,16 +42,24 @@ def save(graph: GraphCore, path: str | Path) -> None:
     Path(path).write_text(dumps(graph) + "\n")
 
 
-def loads(text: str) -> Graph:
+def loads(text: str | bytes) -> Graph:
     try:
         doc = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, bad UTF-8, a 5000-digit integer
         raise IRError(f"graph document is not valid JSON: {exc}") from None
     return graph_from_json(doc)
 
 
 def load(path: str | Path) -> Graph:
-    return loads(Path(path).read_text())
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:  # a directory, a missing or unreadable file
+        raise IRError(f"cannot read the graph file {path}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise IRError(f"graph file {path} is not UTF-8 text (byte {exc.start}): write it as UTF-8 JSON") from None
+    return loads(text)
 
 
 def graph_from_json(doc: Any) -> Graph:
@@ -63,9 +72,16 @@ def graph_from_json(doc: Any) -> Graph:
         raise IRError(f"graph schema version {doc.get('version')!r} is not supported "
                       f"(this amp-hls reads version {SCHEMA_VERSION})")
     graph = Graph(_field(doc, "name", str, "graph"))
-    for i, entry in enumerate(_field(doc, "nodes", list, "graph")):
+    nodes, edges = _field(doc, "nodes", list, "graph"), _field(doc, "edges", list, "graph")
+    # counted before any work that grows with them (adding a node compares it with the others)
+    if len(nodes) > LIMITS.max_nodes:
+        raise IRError(f"graph {graph.name!r} has {len(nodes)} nodes, beyond {LIMITS.max_nodes}")
+    if len(edges) > LIMITS.max_edges:
+        raise IRError(f"graph {graph.name!r} has {len(edges)} edges, beyond {LIMITS.max_edges} "
+                      f"({LIMITS.max_nodes} nodes of at most {LIMITS.max_arity} inputs)")
+    for i, entry in enumerate(nodes):
         graph.add_node(_node_from_json(entry, i))
-    for i, entry in enumerate(_field(doc, "edges", list, "graph")):
+    for i, entry in enumerate(edges):
         if not isinstance(entry, dict):
             raise IRError(f"edge #{i} must be an object with 'src' and 'dst'")
         src_node, src_index = _port(_field(entry, "src", str, f"edge #{i}"), "out", i)

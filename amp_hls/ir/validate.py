@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from ..errors import IRError
 from .graph import GraphCore, PortRef
 from .limits import LIMITS
-from .names import check_identifier
+from .names import check_generated_names, check_identifier
 from .nodes import PLACEMENTS, Cond, EdgeSpec, Isu, Loss, Node, Sink, Source, in_port, out_port
 
 HOST_ONLY = (Source, Sink, Loss)
@@ -35,6 +35,7 @@ def _check_nodes(graph: GraphCore) -> None:
     if len(graph.nodes) > LIMITS.max_nodes:
         raise IRError(f"graph {graph.name!r} has {len(graph.nodes)} nodes, beyond {LIMITS.max_nodes}")
     seen: dict[str, str] = {}
+    generated: dict[str, str] = {}
     for name, node in graph.nodes.items():
         check_identifier(name, "node name", node=name)
         if name != node.name:
@@ -42,6 +43,7 @@ def _check_nodes(graph: GraphCore) -> None:
         if name.lower() in seen:
             raise IRError(f"name collides with node {seen[name.lower()]!r}", node=name)
         seen[name.lower()] = name
+        check_generated_names(name, generated)
         node.check_attrs()
         if node.placement not in PLACEMENTS:
             raise IRError(f"placement must be one of {PLACEMENTS}, got {node.placement!r}", node=name)
