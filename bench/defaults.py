@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from amp_hls.errors import AmpHlsError
-from amp_hls.models import MODELS, ModelEntry
+from amp_hls.models import MODELS, ModelSpec
 from amp_hls.runtime.optim import OptimizerConfig
 from amp_hls.runtime.report import write_json
 from amp_hls.runtime.trainer import TrainConfig, Trainer
@@ -34,7 +34,7 @@ def parse_cell(text: str) -> tuple[int, int]:
     return mak, muf
 
 
-def run(entry: ModelEntry, mak: int, muf: int, seed: int, epochs: int) -> dict[str, Any]:
+def run(entry: ModelSpec, mak: int, muf: int, seed: int, epochs: int) -> dict[str, Any]:
     """One seed of one cell, to the model's target or the cap."""
     config = TrainConfig(mak=mak, muf=muf, optimizer=OptimizerConfig("adam", lr=entry.defaults.get("lr", 1e-3)),
                          epochs=epochs, seed=seed, target=entry.target)

@@ -35,7 +35,7 @@ import numpy as np
 
 from amp_hls.datasets import Splits
 from amp_hls.errors import AmpHlsError
-from amp_hls.models import MODELS, ModelEntry
+from amp_hls.models import MODELS, ModelSpec
 from amp_hls.runtime.optim import OptimizerConfig
 from amp_hls.runtime.report import plot_curves, write_json
 from amp_hls.runtime.trainer import TrainConfig, Trainer, TrainerBase
@@ -115,7 +115,7 @@ class Clock:
         return max(left * share, 5.0)
 
 
-def train_config(entry: ModelEntry, sync: bool, seed: int, epochs: int) -> TrainConfig:
+def train_config(entry: ModelSpec, sync: bool, seed: int, epochs: int) -> TrainConfig:
     """The model's defaults for every system, so only the execution differs."""
     d = entry.defaults
     return TrainConfig(
@@ -129,7 +129,7 @@ def train_config(entry: ModelEntry, sync: bool, seed: int, epochs: int) -> Train
     )
 
 
-def make_trainer(system: str, entry: ModelEntry, splits: Splits, seed: int, epochs: int) -> TrainerBase:
+def make_trainer(system: str, entry: ModelSpec, splits: Splits, seed: int, epochs: int) -> TrainerBase:
     backend, mode = SYSTEMS[system]
     config = train_config(entry, mode == "sync", seed, epochs)
     if backend == "amp":
@@ -189,7 +189,7 @@ def fit(trainer: TrainerBase, budget_s: float | None) -> tuple[bool, list[float]
     return stopped, cpu
 
 
-def run_system(system: str, entry: ModelEntry, splits: Splits, seed: int, epochs: int,
+def run_system(system: str, entry: ModelSpec, splits: Splits, seed: int, epochs: int,
                budget_s: float | None = None) -> dict[str, Any]:
     """Train one system to the target, the cap or the budget; its numbers and validation curve."""
     trainer = make_trainer(system, entry, splits, seed, epochs)

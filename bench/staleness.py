@@ -28,7 +28,7 @@ from typing import Any
 
 from amp_hls.datasets import Splits
 from amp_hls.errors import AmpHlsError
-from amp_hls.models import MODELS, ModelEntry
+from amp_hls.models import MODELS, ModelSpec
 from amp_hls.runtime.optim import OptimizerConfig
 from amp_hls.runtime.report import write_json
 from amp_hls.runtime.trainer import TrainConfig, Trainer
@@ -55,13 +55,13 @@ PLANS = {
 }
 
 
-def cell_config(entry: ModelEntry, mak: int, muf: int, epochs: int, seed: int) -> TrainConfig:
+def cell_config(entry: ModelSpec, mak: int, muf: int, epochs: int, seed: int) -> TrainConfig:
     """The model's defaults but ``mak`` / ``muf``; no target, so every cell runs every epoch."""
     return TrainConfig(mak=mak, muf=muf, optimizer=OptimizerConfig("adam", lr=entry.defaults.get("lr", 1e-3)),
                        epochs=epochs, seed=seed, target=None)
 
 
-def run_cell(entry: ModelEntry, splits: Splits, mak: int, muf: int, epochs: int, seed: int,
+def run_cell(entry: ModelSpec, splits: Splits, mak: int, muf: int, epochs: int, seed: int,
              budget_s: float | None) -> dict[str, Any]:
     trainer = Trainer(entry, cell_config(entry, mak, muf, epochs, seed), splits)
     stopped, cpu = fit(trainer, budget_s)  # no target in the config: only the budget stops it early

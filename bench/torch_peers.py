@@ -39,7 +39,7 @@ from amp_hls.datasets import Example, Splits
 from amp_hls.datasets.trees import VOCAB, WORD_INDEX, Tree
 from amp_hls.errors import AmpHlsError
 from amp_hls.kernels import ParamKernel
-from amp_hls.models import ModelEntry
+from amp_hls.models import ModelSpec
 from amp_hls.models.ggsnn import ggsnn_steps
 from amp_hls.numerics import FLOAT32, NumericConfig
 from amp_hls.runtime.engine import Engine
@@ -326,7 +326,7 @@ class GGSNNPeer(Peer):
         return torch.cat([inst[2] for inst in insts])
 
 
-def make_peer(entry: ModelEntry) -> Peer:
+def make_peer(entry: ModelSpec) -> Peer:
     """The torch peer of a zoo entry, with the graph's own sizes; ``AmpHlsError`` if it has none."""
     g = entry.build()
     if entry.name == "list-rnn":
@@ -356,7 +356,7 @@ class TorchTrainer(TrainerBase):
     the same target, time-to-target (end of the first epoch whose validation metric reaches it),
     shuffling (the same permutation per epoch as ``Trainer``) and summary."""
 
-    def __init__(self, entry: ModelEntry, config: TrainConfig, splits: Splits | None = None,
+    def __init__(self, entry: ModelSpec, config: TrainConfig, splits: Splits | None = None,
                  mode: str = "eager", numerics: NumericConfig = FLOAT32,
                  every: int = EAGER_EVERY, batch: int = BATCH):
         if mode not in MODES:

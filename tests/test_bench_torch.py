@@ -79,7 +79,7 @@ def test_same_weights_give_the_same_losses_and_gradients_in_float64(name):
     graph = entry.build()
     engine = Engine(graph, FLOAT64, seed=5, train=False)
     for key, ex in enumerate(examples):
-        engine.inject(key, entry.inputs(graph, ex))
+        engine.inject(key, entry.inputs(ex))
     engine.run()
     amp = np.array([r.loss for r in sorted(drain_losses(engine), key=lambda r: r.tag.key)])
 
@@ -93,7 +93,7 @@ def test_same_weights_give_the_same_losses_and_gradients_in_float64(name):
 
     # one instance's backward: the Engine's accumulated gradients = autograd's
     train = Engine(graph, FLOAT64, seed=5)
-    train.inject(0, entry.inputs(graph, examples[-1]))
+    train.inject(0, entry.inputs(examples[-1]))
     train.run()
     peer.zero_grad()
     peer.forward_one(insts[-1])[0].sum().backward()

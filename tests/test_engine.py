@@ -26,7 +26,7 @@ def _run(model: str, numerics: NumericConfig, n: int = 12, seed: int = 0, max_ba
             if isinstance(kernel, LinearKernel):
                 kernel.set_params(weights_of.kernels[name].params)
     for key, example in enumerate(entry.data(0).train[:n]):
-        engine.inject(key, entry.inputs(graph, example))
+        engine.inject(key, entry.inputs(example))
     finished = engine.run()
     assert sorted(finished) == list(range(n))
     return engine
@@ -92,7 +92,7 @@ def _list_rnn_injected(n: int, members: set[str] | None = None) -> Engine:
     graph = entry.build()
     engine = Engine(graph, members=members)
     for key, example in enumerate(entry.data(0).train[:n]):
-        engine.inject(key, entry.inputs(graph, example))
+        engine.inject(key, entry.inputs(example))
     return engine
 
 

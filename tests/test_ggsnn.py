@@ -22,8 +22,8 @@ from amp_hls.datasets.babi import (
 from amp_hls.datasets.base import Example
 from amp_hls.errors import AmpHlsError
 from amp_hls.kernels import LinearKernel
-from amp_hls.models import MODELS
-from amp_hls.models.ggsnn import build_ggsnn, ggsnn_inputs, ggsnn_steps
+from amp_hls.models import MODELS, ModelSpec
+from amp_hls.models.ggsnn import build_ggsnn, ggsnn_feeds, ggsnn_steps
 from amp_hls.numerics import FLOAT64, NumericConfig
 from amp_hls.runtime import Engine
 from amp_hls.runtime.optim import OptimizerConfig
@@ -52,9 +52,16 @@ def test_zoo_graphs_validate_and_share_one_step(name):
     assert ggsnn_steps(graph) >= 2
 
 
+def _inputs(graph, example: Example):
+    """The messages of ``example`` for a GGSNN ``graph`` of any size, through the model's feeds."""
+    edge_types = sum(1 for n in graph.nodes if n.startswith("edges"))
+    classify = graph.node("target").dtype == "index"
+    return ModelSpec("t", graph, ggsnn_feeds(edge_types, ggsnn_steps(graph), classify)).inputs(example)
+
+
 def _run_one(graph, example: Example, numerics: NumericConfig, train: bool = True) -> Engine:
     engine = Engine(graph, numerics, seed=0, train=train)
-    engine.inject(0, ggsnn_inputs(graph, example))
+    engine.inject(0, _inputs(graph, example))
     assert engine.run() == [0]
     return engine
 
@@ -91,7 +98,7 @@ def _loss(graph, example: Example, params: dict[str, dict[str, np.ndarray]]) -> 
     for name, kernel in engine.kernels.items():
         if isinstance(kernel, LinearKernel):
             kernel.set_params(params[name])
-    engine.inject(0, ggsnn_inputs(graph, example))
+    engine.inject(0, _inputs(graph, example))
     engine.run()
     (record,) = engine.kernels["loss"].results
     return record.loss
@@ -263,6 +270,6 @@ def test_qm9_subset_loads_and_runs_through_the_model():
     graph = entry.build()
     engine = Engine(graph, NumericConfig("fixed"), seed=0)
     for key, ex in enumerate(examples[:8]):
-        engine.inject(key, entry.inputs(graph, ex))
+        engine.inject(key, entry.inputs(ex))
     assert sorted(engine.run()) == list(range(8))
     assert engine.conservation_report() == []

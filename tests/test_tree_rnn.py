@@ -20,9 +20,10 @@ from amp_hls.datasets.trees import (
     score,
     to_text,
 )
+from amp_hls.errors import AmpHlsError
 from amp_hls.message import Direction, Message
 from amp_hls.models import MODELS
-from amp_hls.models.tree_rnn import PAD, build_tree_rnn, leaf_source, tree_rnn_inputs
+from amp_hls.models.tree_rnn import PAD, build_tree_rnn, leaf_source
 from amp_hls.numerics import FLOAT64 as F64
 from amp_hls.numerics import NumericConfig
 from amp_hls.runtime import Engine, OptimizerConfig, TrainConfig, Trainer
@@ -117,7 +118,7 @@ def _engine(numerics: NumericConfig = F64, seed: int = 0) -> Engine:
 def _run(engine: Engine, tree: Tree, key: int = 0) -> float:
     """Forward and backward of one tree; returns its loss after checking nothing was lost."""
     example = Example(tree, label(tree))
-    engine.inject(key, tree_rnn_inputs(engine.graph, example))  # type: ignore[arg-type]
+    engine.inject(key, MODELS["tree-rnn"].inputs(example))
     assert engine.run() == [key]
     assert engine.conservation_report() == []
     (record,) = [r for r in engine.kernels["xent"].results if r.tag.key == key]
@@ -222,7 +223,7 @@ def test_many_trees_in_flight_complete_and_conserve():
     engine = _engine(NumericConfig())
     examples = generate_sentiment_trees(40, 1, 1, seed=5).train
     for key, e in enumerate(examples):
-        engine.inject(key, tree_rnn_inputs(engine.graph, e))  # type: ignore[arg-type]
+        engine.inject(key, MODELS["tree-rnn"].inputs(e))
     assert sorted(engine.run()) == list(range(len(examples)))
     assert engine.conservation_report() == []
     assert engine.counts["compose"].fwd_in == sum(len(leaves(e.data)) - 1 for e in examples)
@@ -232,8 +233,8 @@ def test_a_tree_with_too_many_words_is_refused():
     tree: Tree = "good"
     for _ in range(MAX_LEAVES):
         tree = (tree, "movie")
-    with pytest.raises(ValueError, match="leaf sources"):
-        tree_rnn_inputs(build_tree_rnn(), Example(tree, 1))
+    with pytest.raises(AmpHlsError, match="source 'leaf0': ValueError: a tree of 13 words does not fit 12 leaf sources"):
+        MODELS["tree-rnn"].inputs(Example(tree, 1))
 
 
 # --- training --------------------------------------------------------------------------------

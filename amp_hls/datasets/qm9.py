@@ -76,15 +76,24 @@ def read_qm9_table() -> tuple[tuple[int, str, float], ...]:
     root = _data_dir()
     rows: list[tuple[int, str, float]] = []
     for part in PARTS:
-        with (root / part).open("rb") as raw, io.TextIOWrapper(raw, encoding="utf-8", newline="") as f:
-            reader = csv.reader(f)
-            header = next(reader)
-            try:
-                i_idx, i_smi, i_gap = (header.index(c) for c in ("Index", "SMILES", "HOMO_LUMO_gap_au"))
-            except ValueError:
-                raise AmpHlsError(f"qm9pack's {part} lacks an expected column; header: {header[:20]}") from None
-            for row in reader:
-                rows.append((int(row[i_idx]), row[i_smi], float(row[i_gap]) * HARTREE_EV))
+        path, reader = root / part, None
+        try:
+            with path.open("rb") as raw, io.TextIOWrapper(raw, encoding="utf-8", newline="") as f:
+                reader = csv.reader(f)
+                header = next(reader, [])
+                try:
+                    i_idx, i_smi, i_gap = (header.index(c) for c in ("Index", "SMILES", "HOMO_LUMO_gap_au"))
+                except ValueError:
+                    raise AmpHlsError(f"qm9pack's {part} lacks an expected column; header: {header[:20]}") from None
+                for row in reader:
+                    rows.append((int(row[i_idx]), row[i_smi], float(row[i_gap]) * HARTREE_EV))
+        except OSError as exc:
+            raise AmpHlsError(f"cannot read QM9 data {path}: {exc.strerror or exc}; reinstall the qm9 extra "
+                              "(pip install --force-reinstall qm9pack)") from None
+        except (UnicodeDecodeError, ValueError, IndexError, csv.Error) as exc:
+            where = f" at line {reader.line_num}" if reader is not None else ""
+            raise AmpHlsError(f"QM9 data {path} is damaged{where} ({type(exc).__name__}: {exc}); "
+                              "reinstall the qm9 extra (pip install --force-reinstall qm9pack)") from None
     return tuple(rows)
 
 

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import GraphCore, Loss, Node, Source
+from ..errors import NonFiniteError
+from ..ir import EdgeSpec, GraphCore, Loss, Node, Source
 from ..message import Direction, Message, Tag
 from ..numerics import NumericConfig, SaturationCounter, dequantize, quantize
 from .base import (
@@ -19,6 +20,22 @@ from .base import (
     forward_msg,
 )
 from .common import check_grads, check_inputs, index_rows, stack_ports, zero_grad
+
+
+def payload_problem(spec: EdgeSpec, p: np.ndarray) -> str | None:
+    """Why ``p`` cannot be what a source of ``spec`` sends; None when it can. The one check of
+    user payloads: the source kernel's, and the model check's before training."""
+    if p.ndim != 2 or p.shape[1] != spec.width or not 1 <= p.shape[0] <= spec.max_rows:
+        return f"payload of shape {p.shape} does not fit {spec}"
+    kind = p.dtype.kind  # i, u: integer; f: floating
+    if kind not in "iuf":
+        return f"payload of dtype {p.dtype} is not numeric"
+    if spec.dtype == "index":
+        if kind == "f" and not np.all(np.isfinite(p) & (p == np.round(p))):
+            return "index payload holds non-integer values"
+        if np.any(p < 0):
+            return "index payload holds negative values"
+    return None
 
 
 class SourceKernel(Kernel):
@@ -56,16 +73,10 @@ class SourceKernel(Kernel):
     def _convert(self, msg: Message) -> np.ndarray:
         spec = self.out_specs[0]
         p = np.asarray(msg.payload)
-        if p.ndim != 2 or p.shape[1] != spec.width or not 1 <= p.shape[0] <= spec.max_rows:
-            raise self.error(f"payload of shape {p.shape} does not fit {spec} (tag {msg.tag})")
-        kind = p.dtype.kind  # i, u: integer; f: floating
-        if kind not in "iuf":
-            raise self.error(f"payload of dtype {p.dtype} is not numeric (tag {msg.tag})")
+        problem = payload_problem(spec, p)
+        if problem:
+            raise self.error(f"{problem} (tag {msg.tag})")
         if spec.dtype == "index":
-            if kind == "f" and not np.all(np.isfinite(p) & (p == np.round(p))):
-                raise self.error(f"index payload holds non-integer values (tag {msg.tag})")
-            if np.any(p < 0):
-                raise self.error(f"index payload holds negative values (tag {msg.tag})")
             return p.astype(np.int64)
         if self.fixed:
             return quantize(p, self.numerics.data, self.counter, self.site("in"))
@@ -136,6 +147,8 @@ class LossKernel(Kernel):
         super().__init__(node, graph, numerics, counter)
         self.join = JoinBuffer(self, 2, "loss join")
         self.results: list[LossRecord] = []
+        feeding = graph.edge_into(node.name, 0)
+        self.predictor = feeding.src.node if feeding is not None else "?"  # names a diverged prediction
 
     def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> list[Emit]:
         """Every instance completed by ``msgs`` in one vectorised evaluation."""
@@ -185,6 +198,12 @@ class LossKernel(Kernel):
             dy[rows, labels] -= 1.0
             right = np.logical_and.reduceat(np.argmax(p, axis=1) == labels, starts)
             correct = [bool(c) for c in right]
+        if not np.all(np.isfinite(losses)):  # a diverged run stops here, not epochs later
+            k = int(np.argmin(np.isfinite(losses)))
+            raise NonFiniteError(f"the loss of instance {tags[k]} is {losses[k]} (the prediction from "
+                                 f"node '{self.predictor}' holds NaN or inf): training diverged; "
+                                 "lower the learning rate (--lr) or keep gradient clipping on (--clip)",
+                                 self.name)
         for k, tag in enumerate(tags):
             lo, hi = offsets[k], offsets[k + 1]
             self.results.append(LossRecord(tag, float(losses[k]), p[lo:hi], t[lo:hi], correct[k]))

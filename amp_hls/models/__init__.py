@@ -1,5 +1,8 @@
-"""The model zoo. Every module of this package that defines ``ENTRIES`` (a list of
-``ModelEntry``) joins the zoo, so adding a model never means editing a shared registry."""
+"""The model zoo, and the model specification every model (zoo or yours) is written in.
+
+Every module of this package that defines ``ENTRIES`` (a list of ``ModelSpec``) joins the zoo,
+so adding a model never means editing a shared registry.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +10,13 @@ import importlib
 import pkgutil
 
 from .inputs import Inputs
-from .list_rnn import build_list_rnn, list_rnn_inputs
-from .mlp import build_mlp, mlp_inputs
-from .zoo import METRICS, ModelEntry
+from .list_rnn import build_list_rnn
+from .mlp import build_mlp
+from .spec import METRICS, Feed, FeedError, ModelSpec, Rows, label_row, rows, state_problem
 
 
-def _discover() -> dict[str, ModelEntry]:
-    found: dict[str, ModelEntry] = {}
+def _discover() -> dict[str, ModelSpec]:
+    found: dict[str, ModelSpec] = {}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{__name__}.{info.name}")
         for entry in getattr(module, "ENTRIES", ()):
@@ -23,6 +26,7 @@ def _discover() -> dict[str, ModelEntry]:
     return found
 
 
-MODELS: dict[str, ModelEntry] = _discover()
+MODELS: dict[str, ModelSpec] = _discover()
 
-__all__ = ["METRICS", "MODELS", "Inputs", "ModelEntry", "build_list_rnn", "build_mlp", "list_rnn_inputs", "mlp_inputs"]
+__all__ = ["METRICS", "MODELS", "Feed", "FeedError", "Inputs", "ModelSpec", "Rows", "build_list_rnn", "build_mlp",
+           "label_row", "rows", "state_problem"]

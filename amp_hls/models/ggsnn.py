@@ -20,7 +20,7 @@ variant (an LSTM-like forget/input pair whose cell is the hidden state). ``docs/
 gives the one-line catalogue addition that would make the exact GRU possible.
 
 **Empty edge types.** A message has at least one row, but a molecule may have no double bond.
-``ggsnn_inputs`` therefore appends one *null node* to every graph: zero features except a flag
+``ggsnn_feeds`` therefore appends one *null node* to every graph: zero features except a flag
 column, no edges to the real nodes, and a self-loop of every edge type. It keeps every edge
 list non-empty without touching the real nodes; its own state depends on the weights only, so
 its share of the readout is a learned constant (a bias).
@@ -30,7 +30,9 @@ Readout (``add_gated_readout``): ``RowSum(sigmoid(i(h_T)) * tanh(j(h_T)))``, the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -56,10 +58,9 @@ from ..datasets.qm9 import (
 )
 from ..errors import AmpHlsError
 from ..ir import Graph, S, Value, inc
-from .inputs import Inputs
-from .zoo import ModelEntry
+from .spec import Feed, ModelSpec, label_row
 
-PROP = "prop"  # name prefix of the propagation loop; ``ggsnn_inputs`` reads T from its Cond
+PROP = "prop"  # name prefix of the propagation loop; ``ggsnn_steps`` reads T from its Cond
 
 
 def add_ggsnn_step(g: Graph, h: Value, edges: Sequence[Value], hidden: int, prefix: str = PROP) -> Value:
@@ -125,7 +126,7 @@ def build_ggsnn(
 ) -> Graph:
     """The whole model: embed -> ``steps`` gated steps -> gated sum readout -> MLP head -> loss.
 
-    ``features``/``max_nodes``/``max_edges`` describe the data *before* ``ggsnn_inputs`` adds the
+    ``features``/``max_nodes``/``max_edges`` describe the data *before* ``ggsnn_feeds`` adds the
     null node (one more feature column, one more row, one more edge per type). ``loss`` is
     ``softmax_ce`` (``outputs`` classes, index target) or ``mse`` (``outputs`` values).
     """
@@ -147,74 +148,75 @@ def ggsnn_steps(graph: Graph) -> int:
     return int(graph.node(f"{PROP}_more").predicate.rhs_const)  # type: ignore[attr-defined]
 
 
-def ggsnn_inputs(graph: Graph, example: Example) -> Inputs:
-    """One graph as messages, with the null node appended (see the module docs).
+def ggsnn_feeds(edge_types: int, steps: int, classify: bool) -> dict[str, Feed]:
+    """One graph as messages, with the null node appended (see the module docs): node states
+    and edge lists enter the loop at state ``(0,)``, the target waits at its exit ``(steps,)``;
+    a class label (``classify``) or the regression target."""
 
-    Node states and edges enter at state ``(0,)``, the target waits at the loop's exit ``(T,)``.
-    """
-    data: GraphData = example.data
-    n, f = data.nodes.shape
-    nodes = np.zeros((n + 1, f + 1))
-    nodes[:n, :f] = data.nodes
-    nodes[n, f] = 1.0
-    null_loop = np.array([[n, n]], dtype=np.int64)
-    inputs: Inputs = {"nodes": ((0,), nodes)}
-    for k, e in enumerate(data.edges):
-        inputs[f"edges{k}"] = ((0,), np.concatenate([np.asarray(e, dtype=np.int64).reshape(-1, 2), null_loop]))
-    end = (ggsnn_steps(graph),)
-    if graph.node("target").dtype == "index":  # type: ignore[attr-defined]
-        inputs["target"] = (end, np.array([[example.label]]))
-    else:
-        inputs["target"] = (end, np.array([[data.target]]))
-    return inputs
+    def nodes(example: Example) -> np.ndarray:
+        data: GraphData = example.data
+        n, f = data.nodes.shape
+        out = np.zeros((n + 1, f + 1))
+        out[:n, :f] = data.nodes
+        out[n, f] = 1.0
+        return out
+
+    def edges(k: int) -> Feed:
+        def payload(example: Example) -> np.ndarray:
+            data: GraphData = example.data
+            null_loop = np.array([[data.n_nodes, data.n_nodes]], dtype=np.int64)
+            return np.concatenate([np.asarray(data.edges[k], dtype=np.int64).reshape(-1, 2), null_loop])
+
+        return Feed(payload, state=(0,))
+
+    def target(example: Example) -> np.ndarray:
+        return label_row(example) if classify else np.array([[example.data.target]])
+
+    return {"nodes": Feed(nodes, state=(0,)), **{f"edges{k}": edges(k) for k in range(edge_types)},
+            "target": Feed(target, state=(steps,))}
+
+
+def ggsnn_spec(name: str, graph: Mapping[str, Any], **fields: Any) -> ModelSpec:
+    """A GGSNN model: ``build_ggsnn(**graph)`` with its feeds; ``fields`` are the rest of the
+    ``ModelSpec`` (data, target, defaults, ...)."""
+    loss = graph.get("loss", "softmax_ce")
+    feeds = ggsnn_feeds(graph["edge_types"], graph.get("steps", 2), loss == "softmax_ce")
+    return ModelSpec(name, partial(build_ggsnn, **graph), feeds, **fields)
 
 
 # --- the zoo's GGSNN entries -------------------------------------------------------------------
 
 
-def build_ggsnn_babi15() -> Graph:
-    return build_ggsnn(BABI15_FEATURES, len(BABI15_EDGE_TYPES), BABI15_CLASSES, hidden=16, steps=2,
-                       readout=16, max_nodes=8, max_edges=4, name="ggsnn_babi15")
-
-
-def build_ggsnn_babi19() -> Graph:
-    return build_ggsnn(BABI19_FEATURES, len(BABI19_EDGE_TYPES), BABI19_CLASSES, hidden=24, steps=2,
-                       readout=32, max_nodes=6, max_edges=5, name="ggsnn_babi19")
-
-
-def build_ggsnn_qm9() -> Graph:
-    return build_ggsnn(QM9_FEATURES, len(QM9_EDGE_TYPES), 1, loss="mse", hidden=32, steps=3,
-                       readout=32, max_nodes=QM9_MAX_NODES, max_edges=QM9_MAX_EDGES, name="ggsnn_qm9")
-
+BABI15_GRAPH = dict(features=BABI15_FEATURES, edge_types=len(BABI15_EDGE_TYPES), outputs=BABI15_CLASSES,
+                    hidden=16, steps=2, readout=16, max_nodes=8, max_edges=4, name="ggsnn_babi15")
+BABI19_GRAPH = dict(features=BABI19_FEATURES, edge_types=len(BABI19_EDGE_TYPES), outputs=BABI19_CLASSES,
+                    hidden=24, steps=2, readout=32, max_nodes=6, max_edges=5, name="ggsnn_babi19")
+QM9_GRAPH = dict(features=QM9_FEATURES, edge_types=len(QM9_EDGE_TYPES), outputs=1, loss="mse", hidden=32,
+                 steps=3, readout=32, max_nodes=QM9_MAX_NODES, max_edges=QM9_MAX_EDGES, name="ggsnn_qm9")
 
 ENTRIES = [
-    ModelEntry(
-        "ggsnn-babi15",
-        "gated graph network (weight-shared loop of Aggregate + gated update) on generated "
+    ggsnn_spec(
+        "ggsnn-babi15", BABI15_GRAPH,
+        data=lambda seed: generate_babi15(seed=seed),
+        description="gated graph network (weight-shared loop of Aggregate + gated update) on generated "
         "bAbI-15-like deduction graphs; predicts the feared species",
-        build_ggsnn_babi15,
-        lambda seed: generate_babi15(seed=seed),
-        ggsnn_inputs,
         target=0.99,
         defaults={"mak": 16, "muf": 8, "lr": 1e-2, "epochs": 20},
     ),
-    ModelEntry(
-        "ggsnn-babi19",
-        "gated graph network on generated bAbI-19-like path-finding graphs; predicts the two "
+    ggsnn_spec(
+        "ggsnn-babi19", BABI19_GRAPH,
+        data=lambda seed: generate_babi19(seed=seed),
+        description="gated graph network on generated bAbI-19-like path-finding graphs; predicts the two "
         "directions from the start to the end location",
-        build_ggsnn_babi19,
-        lambda seed: generate_babi19(seed=seed),
-        ggsnn_inputs,
         target=0.99,
         defaults={"mak": 16, "muf": 8, "lr": 1e-2, "epochs": 20},
     ),
-    ModelEntry(
-        "ggsnn-qm9",
-        "gated graph network on real QM9 molecules (heavy atoms, bond types as edge types); "
+    ggsnn_spec(
+        "ggsnn-qm9", QM9_GRAPH,
+        data=lambda seed: load_qm9_splits(seed=seed),
+        sized_data=lambda seed, size: load_qm9_splits(seed=seed, n=size),
+        description="gated graph network on real QM9 molecules (heavy atoms, bond types as edge types); "
         "regresses the HOMO-LUMO gap (needs the qm9 extra)",
-        build_ggsnn_qm9,
-        lambda seed: load_qm9_splits(seed=seed),
-        ggsnn_inputs,
         target=0.30,  # validation MAE in eV (metric_scale converts); --no-target runs every epoch
         defaults={"mak": 16, "muf": 8, "lr": 1e-3, "epochs": 20},
         metric="mae",

@@ -14,13 +14,15 @@ sink before it touches a parameter. See docs/models/tree-rnn.md for the diagram.
 
 from __future__ import annotations
 
+import functools
+from functools import partial
+
 import numpy as np
 
 from ..datasets import Example
-from ..datasets.trees import MAX_LEAVES, VOCAB, WORD_INDEX, generate_sentiment_trees, leaves
+from ..datasets.trees import MAX_LEAVES, VOCAB, WORD_INDEX, Tree, generate_sentiment_trees, leaves
 from ..ir import Graph, S, parent, pop
-from .inputs import Inputs
-from .zoo import ModelEntry
+from .spec import Feed, ModelSpec, label_row
 
 PAD = 0x8000  # padding leaf j carries state (PAD + j,): above every heap position of depth <= 14
 
@@ -50,43 +52,50 @@ def build_tree_rnn(
     return g.validate()  # type: ignore[return-value]
 
 
-def _leaf_sources(graph: Graph) -> list[str]:
-    """The graph's leaf sources in word order: ``leaf0``, ``leaf1`` ... as far as they go."""
-    names = []
-    while leaf_source(len(names)) in graph.nodes:
-        names.append(leaf_source(len(names)))
-    return names
+@functools.lru_cache(maxsize=1 << 13)
+def _placed_words(tree: Tree, max_leaves: int) -> tuple[tuple[int, int], ...]:
+    """``(heap position, word index)`` per word, left to right (trees are hashable: each leaf
+    feed reads this, and the cache makes that one walk per tree)."""
+    words = leaves(tree)
+    if len(words) > max_leaves:
+        raise ValueError(f"a tree of {len(words)} words does not fit {max_leaves} leaf sources")
+    for position, word in words:
+        if position >= PAD:
+            raise ValueError(f"{word!r} at heap position {position}: the tree is deeper than 14")
+    return tuple((position, WORD_INDEX[word]) for position, word in words)
 
 
-def tree_rnn_inputs(graph: Graph, example: Example) -> Inputs:
-    """One tree as messages: each word one-hot at its heap position, padding, the label at the root."""
-    names = _leaf_sources(graph)
-    words = leaves(example.data)
-    if len(words) > len(names):
-        raise ValueError(f"a tree of {len(words)} words does not fit {len(names)} leaf sources")
-    rows = np.zeros((len(names), 1, graph.node(names[0]).width))  # one (1, vocab) row per source
-    inputs: Inputs = {}
-    for j, name in enumerate(names):
-        if j < len(words):
-            position, word = words[j]
-            if position >= PAD:
-                raise ValueError(f"{word!r} at heap position {position}: the tree is deeper than 14")
-            rows[j, 0, WORD_INDEX[word]] = 1.0
-            inputs[name] = ((position,), rows[j])
-        else:
-            inputs[name] = ((PAD + j,), rows[j])
-    inputs["label"] = ((0,), np.array([[example.label]]))
-    return inputs
+def tree_rnn_spec(vocab: int = len(VOCAB), hidden: int = 32, classes: int = 2,
+                  max_leaves: int = MAX_LEAVES) -> ModelSpec:
+    """The zoo's tree-rnn (other sizes for tests): word ``j`` of a tree, one-hot, enters through
+    ``leaf<j>`` at its heap position; the other leaf sources send padding at ``PAD + j``; the
+    label waits at the root, position 0."""
 
+    def word(j: int) -> Feed:
+        def payload(example: Example) -> np.ndarray:
+            placed = _placed_words(example.data, max_leaves)
+            row = np.zeros((1, vocab))
+            if j < len(placed):
+                row[0, placed[j][1]] = 1.0
+            return row
 
-ENTRIES = [
-    ModelEntry(
+        def state(example: Example) -> tuple[int]:
+            placed = _placed_words(example.data, max_leaves)
+            return (placed[j][0],) if j < len(placed) else (PAD + j,)
+
+        return Feed(payload, state)
+
+    feeds = {leaf_source(j): word(j) for j in range(max_leaves)}
+    feeds["label"] = Feed(label_row, state=(0,))
+    return ModelSpec(
         "tree-rnn",
-        "tree RNN composing bottom-up by tag joins and Isu(parent) over generated sentiment trees",
-        build_tree_rnn,
-        lambda seed: generate_sentiment_trees(seed=seed),
-        tree_rnn_inputs,
+        partial(build_tree_rnn, vocab, hidden, classes, max_leaves),
+        feeds,
+        lambda seed: generate_sentiment_trees(seed=seed, max_leaves=max_leaves),
+        description="tree RNN composing bottom-up by tag joins and Isu(parent) over generated sentiment trees",
         target=0.93,
         defaults={"mak": 16, "muf": 8, "lr": 2e-3, "epochs": 20},
     )
-]
+
+
+ENTRIES = [tree_rnn_spec()]

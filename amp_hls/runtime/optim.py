@@ -11,9 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import AmpHlsError
+from ..errors import AmpHlsError, NonFiniteError
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
+# the state each kind keeps per parameter tensor: arrays "<tensor>.<moment>" (checkpoints: opt/<node>/...)
+MOMENTS = {"sgd": (), "momentum": ("v",), "adam": ("m", "v")}
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,11 @@ class Optimizer:
         """One update of ``node`` from the mean gradients ``grads`` (float arrays)."""
         c = self.config
         grads = {k: np.asarray(g, dtype=np.float64) for k, g in grads.items()}
+        for k, g in grads.items():  # clipping would turn an inf into NaN everywhere: stop first
+            if not np.all(np.isfinite(g)):
+                raise NonFiniteError(f"its {k} gradient holds NaN or inf at update "
+                                     f"{self.steps.get(node, 0) + 1}: training diverged; lower the "
+                                     f"learning rate (now {c.lr:g}) or keep clipping on (--clip)", node)
         if c.clip is not None:
             norm = float(np.sqrt(sum(float(np.sum(g * g)) for g in grads.values())))
             if norm > c.clip:
@@ -81,7 +88,11 @@ class Optimizer:
                 m_hat = m / (1 - c.beta1**t)
                 v_hat = v / (1 - c.beta2**t)
                 update = m_hat / (np.sqrt(v_hat) + c.eps)
-            new[k] = (p.astype(np.float64) - c.lr * update).astype(p.dtype)
+            with np.errstate(over="ignore"):  # an overflow is reported below, naming the node
+                new[k] = (p.astype(np.float64) - c.lr * update).astype(p.dtype)
+            if not np.all(np.isfinite(new[k])):
+                raise NonFiniteError(f"update {t} made its {k} NaN or inf (learning rate {c.lr:g}): "
+                                     "training diverged; lower the learning rate (--lr)", node)
         return new
 
     # checkpoints: plain arrays and ints, never pickle ------------------------------------------

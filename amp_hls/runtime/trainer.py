@@ -17,14 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from ..checkpoint import read_checkpoint, write_checkpoint
+from ..checkpoint import Contents, write_checkpoint
 from ..datasets import Example, Splits
 from ..errors import AmpHlsError
 from ..ir import Graph
 from ..kernels import Kernel, ParamKernel
 from ..kernels.host import LossKernel
-from ..models import ModelEntry
-from ..numerics import NumericConfig
+from ..models import ModelSpec
+from ..numerics import NumericConfig, Precision
+from .check import check_examples
 from .engine import Engine
 from .optim import Optimizer, OptimizerConfig
 
@@ -43,11 +44,27 @@ class TrainConfig:
     target: float | None = None  # stop once the validation metric reaches it
     sync: bool = False  # synchronous minibatch baseline (batch = mak)
     max_batch: int = 256  # most messages one kernel call takes
+    # fixed point only: the precision of some tensor classes (data, weights, grads), the rest default
+    precision: dict[str, Precision] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("mak", "muf", "epochs", "max_batch"):
             if getattr(self, name) < 1:
                 raise AmpHlsError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not isinstance(self.seed, int) or self.seed < 0:  # numpy's generators take none else
+            raise AmpHlsError(f"seed must be a non-negative integer, got {self.seed!r}")
+        if self.precision and self.numerics != "fixed":
+            raise AmpHlsError(f"a {'/'.join(sorted(self.precision))} precision is set, but numerics is "
+                              f"{self.numerics!r}: a precision is for fixed point (numerics 'fixed', "
+                              "--numerics fixed), or drop it")
+        self.numeric_config()  # an unknown tensor class or a bad precision fails here
+
+    def numeric_config(self) -> NumericConfig:
+        """How the runtimes compute: the mode, with this run's fixed-point precisions."""
+        unknown = sorted(set(self.precision) - {"data", "weights", "grads"})
+        if unknown:
+            raise AmpHlsError(f"unknown tensor class(es) {', '.join(unknown)}: precision is set for data, weights, grads")
+        return NumericConfig(self.numerics, **self.precision)  # type: ignore[arg-type]
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
@@ -56,7 +73,8 @@ class TrainConfig:
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> TrainConfig:
-        return cls(**{**doc, "optimizer": OptimizerConfig(**doc["optimizer"])})
+        precision = {k: Precision.from_json(v) for k, v in doc.get("precision", {}).items()}
+        return cls(**{**doc, "optimizer": OptimizerConfig(**doc["optimizer"]), "precision": precision})
 
 
 @dataclass
@@ -86,11 +104,12 @@ class TrainerBase:
 
     backend = ""
 
-    def __init__(self, entry: ModelEntry, config: TrainConfig, splits: Splits | None = None):
+    def __init__(self, entry: ModelSpec, config: TrainConfig, splits: Splits | None = None):
         self.entry = entry
         self.config = config
         self.graph: Graph = entry.build()
-        self.splits = splits if splits is not None else entry.data(config.seed)
+        self.splits = splits if splits is not None else entry.splits(config.seed)
+        check_examples(entry, self.graph, self.splits)  # every example, before any work
         self.epoch = 0
         self.instances = 0
         self.train_s = 0.0
@@ -105,19 +124,16 @@ class TrainerBase:
     def save(self, path: Path) -> None:
         raise AmpHlsError(f"the {self.backend} backend does not write checkpoints")
 
+    def parameters(self) -> dict[str, dict[str, np.ndarray]]:
+        """The current float parameters of every parameter node (what a ``Predictor`` takes)."""
+        raise NotImplementedError
+
     def _details(self) -> dict[str, Any]:
         return {}
 
     def metrics(self, records: list) -> tuple[float, float]:
         """(mean loss, the model's metric) over loss records."""
-        if not records:
-            return float("nan"), float("nan")
-        loss = float(np.mean([r.loss for r in records]))
-        if self.entry.metric == "mae":
-            errors = [np.abs(r.prediction - r.target).mean() for r in records]
-            return loss, float(np.mean(errors)) * self.entry.metric_scale
-        judged = [r.correct for r in records if r.correct is not None]
-        return loss, float(np.mean(judged)) if judged else float("nan")
+        return self.entry.score(records)
 
     # the loop ---------------------------------------------------------------------------------
     def fit(
@@ -126,26 +142,37 @@ class TrainerBase:
         on_epoch: Callable[[EpochRecord], None] | None = None,
         progress_factory: Callable[[int, int], Any] | None = None,
     ) -> list[EpochRecord]:
-        """Train until ``epochs`` or the target; checkpoint after every epoch if asked."""
+        """Train until ``epochs`` or the target; checkpoint after every epoch if asked. SIGINT
+        ends it with a KeyboardInterrupt that says what ``checkpoint`` holds (it is written
+        atomically, so an interrupt never leaves half of one)."""
         name = "acc" if self.entry.metric == "accuracy" else self.entry.metric
-        while self.epoch < self.config.epochs:
-            bar = progress_factory(self.epoch, len(self.splits.train)) if progress_factory else None
-            train_loss, train_metric = self.train_epoch(bar.update if bar is not None else None)
-            val = self.evaluate(self.splits.val)
-            record = EpochRecord(
-                self.epoch, self.train_s, train_loss, train_metric, val.loss, val.metric, self.instances
-            )
-            self.history.append(record)
-            if bar is not None:
-                bar.set_postfix({"loss": f"{train_loss:.3f}", f"val_{name}": f"{val.metric:.3f}",
-                                 "inst_s": f"{self.instances / max(self.train_s, 1e-9):.0f}"})
-                bar.close()
-            if on_epoch is not None:
-                on_epoch(record)
-            if checkpoint is not None:
-                self.save(checkpoint)
-            if self.reached_target:
-                break
+        saved = None  # the epoch the checkpoint holds, once this run has written it
+        try:
+            while self.epoch < self.config.epochs:
+                bar = progress_factory(self.epoch, len(self.splits.train)) if progress_factory else None
+                train_loss, train_metric = self.train_epoch(bar.update if bar is not None else None)
+                val = self.evaluate(self.splits.val)
+                record = EpochRecord(
+                    self.epoch, self.train_s, train_loss, train_metric, val.loss, val.metric, self.instances
+                )
+                self.history.append(record)
+                if bar is not None:
+                    bar.set_postfix({"loss": f"{train_loss:.3f}", f"val_{name}": f"{val.metric:.3f}",
+                                     "inst_s": f"{self.instances / max(self.train_s, 1e-9):.0f}"})
+                    bar.close()
+                if on_epoch is not None:
+                    on_epoch(record)
+                if checkpoint is not None:
+                    self.save(checkpoint)
+                    saved = self.epoch
+                if self.reached_target:
+                    break
+        except KeyboardInterrupt:
+            if checkpoint is None:
+                raise
+            raise KeyboardInterrupt(f"{checkpoint} holds epoch {saved}: --resume {checkpoint} goes on from it"
+                                    if saved is not None else f"in epoch {self.epoch + 1}, before this run "
+                                    f"wrote {checkpoint}") from None
         return self.history
 
     def _reached(self, record: EpochRecord) -> bool:
@@ -195,9 +222,9 @@ class Trainer(TrainerBase):
 
     backend = "cpu"
 
-    def __init__(self, entry: ModelEntry, config: TrainConfig, splits: Splits | None = None):
+    def __init__(self, entry: ModelSpec, config: TrainConfig, splits: Splits | None = None):
         super().__init__(entry, config, splits)
-        self.numerics = NumericConfig(config.numerics)
+        self.numerics = config.numeric_config()
         self.engine = Engine(self.graph, self.numerics, seed=config.seed, max_batch=config.max_batch)
         self.eval_engine = Engine(self.graph, self.numerics, seed=config.seed, train=False, max_batch=1024)
         self.optimizer = Optimizer(config.optimizer)
@@ -239,7 +266,7 @@ class Trainer(TrainerBase):
         inputs, step = self.entry.inputs, engine.step
         while i < n or engine.active_keys:
             while i < n and engine.active_keys < window:
-                engine.inject(self._key(), inputs(self.graph, examples[i]))
+                engine.inject(self._key(), inputs(examples[i]))
                 i += 1
             finished = step()
             while not finished and not engine.idle:  # nothing to admit until a key finishes
@@ -277,6 +304,9 @@ class Trainer(TrainerBase):
         self._stream(self.eval_engine, examples, 1024)
         loss, metric = self.metrics(drain_losses(self.eval_engine))
         return Evaluation(loss, metric, len(examples))
+
+    def parameters(self) -> dict[str, dict[str, np.ndarray]]:
+        return {k.name: dict(k.params) for k in self.param_kernels}
 
     def staleness(self) -> dict[str, dict[str, float]]:
         return {
@@ -320,43 +350,55 @@ class Trainer(TrainerBase):
 
     @classmethod
     def resume(
-        cls, entry: ModelEntry, path: Path, splits: Splits | None = None, epochs: int | None = None
+        cls, entry: ModelSpec, path: Path, splits: Splits | None = None, epochs: int | None = None
     ) -> Trainer:
-        """Rebuild a trainer from ``path``; in deterministic mode it continues exactly."""
-        arrays, meta = read_checkpoint(path)
+        """Rebuild a trainer from ``path``; in deterministic mode it continues exactly. Every
+        array and counter of the file is checked before any is loaded (``runtime.restore``)."""
+        from ..numerics import ACC_MAX, ACC_MIN
+        from .restore import param_names, read_history, read_optimizer_state, read_params
+
+        contents = Contents(path)
+        meta = contents.meta
         if meta.get("version") != CHECKPOINT_VERSION or meta.get("model") != entry.name:
             raise AmpHlsError(f"checkpoint {path} is for model {meta.get('model')!r} "
                               f"(version {meta.get('version')}), not {entry.name!r}")
         try:
-            return cls._restore(entry, arrays, meta, splits, epochs)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise AmpHlsError(f"checkpoint {path} is incomplete or corrupt: "
-                              f"{type(exc).__name__}: {exc}") from None
-
-    @classmethod
-    def _restore(
-        cls, entry: ModelEntry, arrays: dict[str, np.ndarray], meta: dict[str, Any],
-        splits: Splits | None, epochs: int | None,
-    ) -> Trainer:
-        config = TrainConfig.from_json(meta["config"])
-        if epochs is not None:
-            config = TrainConfig.from_json({**config.to_json(), "epochs": epochs})
+            config = TrainConfig.from_json(contents.field("config", dict))
+            if epochs is not None:
+                config = TrainConfig.from_json({**config.to_json(), "epochs": epochs})
+        except (KeyError, TypeError, ValueError, AttributeError, AmpHlsError) as exc:
+            raise contents.error(f"its training settings are invalid: {exc}") from None
         trainer = cls(entry, config, splits)
-        for kernel in trainer.param_kernels:
-            kernel.set_params({n: arrays[f"param/{kernel.name}/{n}"] for n in kernel.params})
-            kernel.version = meta["versions"][kernel.name]
-            # the gradients gathered towards the next update, or the resumed run drifts
-            kernel.grads = {n: arrays[f"grad/{kernel.name}/{n}"].astype(g.dtype) for n, g in kernel.grads.items()}
-            kernel.n_grads = meta["n_grads"][kernel.name]
-        trainer.optimizer.load_state(
-            {k: v for k, v in arrays.items() if k.startswith("opt/")}, meta["optimizer_steps"]
-        )
-        trainer.epoch = meta["epoch"]
-        trainer.instances = meta["instances"]
-        trainer.train_s = meta["train_s"]
-        trainer.next_key = meta["next_key"]
-        trainer.rng.bit_generator.state = meta["rng"]
-        trainer.history = [EpochRecord(**r) for r in meta["history"]]
+        kernels = trainer.param_kernels
+        shapes = {k.name: {t: v.shape for t, v in k.params.items()} for k in kernels}
+        params = read_params(contents, shapes)
+        # the gradients gathered towards the next update, or the resumed run drifts
+        grads = {k.name: {t: contents.array(f"grad/{k.name}/{t}", g.shape, g.dtype.kind) for t, g in k.grads.items()}
+                 for k in kernels}
+        for name, value in ((f"grad/{n}/{t}", g) for n, gs in grads.items() for t, g in gs.items()):
+            if value.dtype.kind == "i" and (value.min(initial=0) < ACC_MIN or value.max(initial=0) > ACC_MAX):
+                raise contents.error(f"array {name!r} holds values beyond the 48-bit accumulators")
+        opt, steps = read_optimizer_state(contents, config.optimizer.kind, shapes)
+        contents.only(param_names(shapes) | {f"grad/{n}/{t}" for n, gs in grads.items() for t in gs} | set(opt))
+        versions = contents.counters("versions", shapes)
+        n_grads = contents.counters("n_grads", shapes, hi=config.muf - 1)  # at muf it would have updated
+        epoch, instances = contents.counter("epoch"), contents.counter("instances")
+        train_s = contents.number("train_s")
+        next_key = contents.counter("next_key", hi=KEY_SPACE - 1)
+        history = read_history(contents)
+        try:
+            trainer.rng.bit_generator.state = contents.field("rng", dict)
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:  # numpy checks it as it sets it
+            raise contents.error(f"its random generator state is invalid: {exc}") from None
+        for kernel in kernels:  # all checked: now load it
+            kernel.set_params(params[kernel.name])
+            kernel.version = versions[kernel.name]
+            kernel.grads = {n: g.astype(kernel.grads[n].dtype) for n, g in grads[kernel.name].items()}
+            kernel.n_grads = n_grads[kernel.name]
+        trainer.optimizer.load_state(opt, steps)
+        trainer.epoch, trainer.instances, trainer.train_s = epoch, instances, train_s
+        trainer.next_key = next_key
+        trainer.history = history
         return trainer
 
 

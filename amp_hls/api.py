@@ -1,0 +1,367 @@
+"""The Python API, one layer below the command line: every ``amp-hls`` command calls these
+functions, with the same objects (tutorial: docs/your-model.md)::
+
+    import amp_hls as amp
+
+    spec = amp.load_model("examples/list_contains.py")   # or a zoo name, or a ModelSpec
+    trainer = amp.train(spec, amp.training_config(spec, epochs=5), log="run.csv")
+    print(amp.evaluate(trainer, spec.splits(0).test))
+    print(amp.predict(trainer, spec.splits(0).test[:3]))
+    project = amp.generate(spec, "build/my_list")         # HLS C++, RTL, board project
+    print(amp.format_report(*amp.report(project.root, model=spec)))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from .codegen.boards import Board
+from .codegen.estimate import Estimate
+from .codegen.project import BoardProject
+from .config import RunConfig
+from .cycles.report import CycleReport, Measured
+from .datasets import DATA_FORMATS, Example, Splits, load_dataset
+from .design import DeviceOptions
+from .distributed import DistributedOptions
+from .errors import AmpHlsError
+from .extras import require
+from .ir import GraphCore, load
+from .models import MODELS, ModelSpec
+from .models.loader import load_model_file
+from .numerics import NumericConfig, Precision
+from .runtime.infer import Prediction, Predictor
+from .runtime.optim import OptimizerConfig
+from .runtime.report import (
+    EpochLog,
+    TensorBoardLog,
+    check_log_path,
+    plot_history,
+    require_tensorboard,
+    write_json,
+)
+from .runtime.trainer import EpochRecord, Evaluation, TrainConfig, Trainer, TrainerBase
+
+DEFAULT_BOARD = "pynq-z2"
+MODEL_SUFFIX = ".py"  # a model file (``model()`` returns a ModelSpec); a graph file is .json
+
+
+# --- models and graphs ---------------------------------------------------------------------------
+
+
+def load_model(model: str | Path | ModelSpec, *, data: str | Path | None = None,
+               dataset_size: int | str | None = None, config: RunConfig | None = None) -> ModelSpec:
+    """A zoo name, a model file (``.py``) or a ``ModelSpec``; with ``data`` (a data file in place
+    of the model's data), ``dataset_size`` (an int, or ``"all"``: the size of a data set drawn
+    from a larger one) and the per-node settings of ``config`` applied."""
+    if isinstance(model, ModelSpec):
+        spec = model
+    elif str(model) in MODELS:
+        spec = MODELS[str(model)]
+    elif Path(model).suffix == MODEL_SUFFIX:
+        spec = load_model_file(model)
+    elif Path(model).suffix == ".json":
+        raise AmpHlsError(f"{model}: a graph document says nothing of how an example feeds its sources; "
+                          f"write a model file (path/to/model{MODEL_SUFFIX} whose model() returns a ModelSpec "
+                          "built on the graph: amp_hls.ir.load(path) reads it; docs/your-model.md)")
+    else:
+        raise AmpHlsError(f"{str(model)!r} is neither a zoo model ({', '.join(MODELS)}) nor a model "
+                          f"file (path/to/model{MODEL_SUFFIX}, docs/your-model.md)")
+    if data is not None and dataset_size is not None:
+        raise AmpHlsError("--dataset-size sizes the model's own data set, --data replaces it: give one")
+    if data is not None:
+        path = Path(data)
+        if path.suffix not in DATA_FORMATS or not path.is_file():
+            raise AmpHlsError(f"data file {path}: " + ("does not exist" if path.suffix in DATA_FORMATS else
+                              f"unknown format {path.suffix or '(no suffix)'!r}; use {', '.join(DATA_FORMATS)}"))
+        spec = spec.with_data(lambda seed: load_dataset(path, seed))
+    if dataset_size is not None:
+        spec = spec.with_dataset_size(_size(dataset_size))
+    if config is not None and config.nodes:
+        spec = spec.with_graph(config.apply(spec.build()))  # type: ignore[arg-type]
+    return spec
+
+
+def _size(value: int | str) -> int | None:
+    if value == "all":
+        return None
+    try:
+        size = int(value)
+    except (TypeError, ValueError):
+        raise AmpHlsError(f"--dataset-size must be a positive integer or 'all', got {value!r}") from None
+    if size < 1:
+        raise AmpHlsError(f"--dataset-size must be a positive integer or 'all', got {value!r}")
+    return size
+
+
+def resolve_graph(model: str | Path | ModelSpec | GraphCore) -> GraphCore:
+    """A graph: given, a zoo model's, a model file's (``.py``) or a graph document (``.json``)."""
+    if isinstance(model, GraphCore):
+        return model
+    if isinstance(model, ModelSpec) or str(model) in MODELS or Path(model).suffix == MODEL_SUFFIX:
+        return load_model(model).build()
+    if str(model).endswith(".json") or Path(model).exists():
+        return load(model)
+    raise AmpHlsError(f"{str(model)!r} is neither a model ({', '.join(MODELS)}, or a model file "
+                      f"path/to/model{MODEL_SUFFIX}) nor a graph JSON file")
+
+
+# --- training ------------------------------------------------------------------------------------
+
+
+def training_config(spec: ModelSpec, *, config: RunConfig | None = None, mak: int | None = None,
+                    muf: int | None = None, epochs: int | None = None, lr: float | None = None,
+                    optimizer: str | None = None, clip: float | None = None, seed: int | None = None,
+                    numerics: str | None = None, target: float | None = None, no_target: bool = False,
+                    sync: bool = False, precision: dict[str, Precision] | None = None) -> TrainConfig:
+    """The ``TrainConfig`` of a run: each setting given here, else in ``config``'s [training]
+    (and [precision]), else the model's default, else TrainConfig's. ``clip`` 0 is off."""
+    given = {"mak": mak, "muf": muf, "epochs": epochs, "lr": lr, "optimizer": optimizer, "clip": clip,
+             "seed": seed, "numerics": numerics, "target": target}
+    file = dict(config.training) if config is not None else {}
+    base, optimizer_base = TrainConfig(), OptimizerConfig()  # the last word on every default
+
+    def pick(key: str, fallback: Any) -> Any:
+        if given[key] is not None:
+            return given[key]
+        return file.get(key, spec.defaults.get(key, fallback))
+
+    return TrainConfig(
+        mak=pick("mak", base.mak),
+        muf=pick("muf", base.muf),
+        optimizer=OptimizerConfig(pick("optimizer", optimizer_base.kind), lr=pick("lr", optimizer_base.lr),
+                                  clip=pick("clip", optimizer_base.clip) or None),
+        epochs=pick("epochs", base.epochs),
+        seed=pick("seed", base.seed),
+        numerics=pick("numerics", base.numerics),
+        target=None if no_target else pick("target", spec.target),
+        sync=sync,
+        precision=dict(precision if precision is not None else (config.precision if config is not None else {})),
+    )
+
+
+def check_outputs(log: str | Path | None = None, tensorboard: str | Path | None = None,
+                  plot: str | Path | None = None) -> None:
+    """What the run's outputs need, checked before any long work: a log format, the extras."""
+    if log is not None:
+        check_log_path(log)
+    if plot is not None:
+        require("plot", "--plot")
+    if tensorboard is not None:
+        require_tensorboard()
+
+
+def trainer_for(model: str | Path | ModelSpec, config: TrainConfig | None = None, *, backend: str = "cpu",
+                n_sync: int | None = None, cache_slots: int | None = None, project: Path | None = None,
+                bitstream: Path | None = None, splits: Splits | None = None, resume: Path | None = None,
+                epochs: int | None = None) -> TrainerBase:
+    """A trainer ready to ``fit``: ``cpu`` (the numpy runtime, whole graph), or the device nodes on
+    ``numpy-device``, ``csim``, ``rtlsim`` or ``pynq`` with the host as parameter server. Every
+    example is checked first. ``resume`` continues a cpu checkpoint with its own settings (only
+    ``epochs`` may change them)."""
+    spec = load_model(model)
+    if resume is not None:
+        if backend != "cpu":
+            raise AmpHlsError("--resume works with the cpu backend only")
+        if config is not None:
+            raise AmpHlsError("a resumed run keeps its checkpoint's settings: give no TrainConfig (epochs= extends it)")
+        return Trainer.resume(spec, Path(resume), splits=splits, epochs=epochs)
+    config = config if config is not None else training_config(spec, epochs=epochs)
+    if backend == "cpu":
+        return Trainer(spec, config, splits)
+    from .host.trainer import DeviceTrainer
+
+    sync = {"n_sync": n_sync} if n_sync is not None else {}  # else DeviceTrainer's default
+    return DeviceTrainer(spec, config, backend, splits=splits, project_dir=project, bitstream=bitstream,
+                         cache_slots=cache_slots, **sync)
+
+
+def fit(trainer: TrainerBase, *, checkpoint: Path | None = None, log: str | Path | None = None,
+        tensorboard: str | Path | None = None, plot: str | Path | None = None, summary: str | Path | None = None,
+        on_epoch: Callable[[EpochRecord], None] | None = None,
+        progress_factory: Callable[[int, int], Any] | None = None) -> dict[str, Any]:
+    """Train to the epochs or the target, writing the epoch log (``.csv``/``.jsonl``) and the
+    TensorBoard events as it goes, then the summary (JSON) and the plot; returns the summary.
+    A run that lost or duplicated a message is an error, after its files are written."""
+    check_outputs(log, tensorboard, plot)
+    spec = trainer.entry
+    writers: list[EpochLog | TensorBoardLog] = []
+    try:
+        if log is not None:
+            writers.append(EpochLog(log, append=bool(trainer.history)))  # a resumed run continues its log
+        if tensorboard is not None:
+            writers.append(TensorBoardLog(tensorboard, spec.metric))
+
+        def each(record: EpochRecord) -> None:
+            for w in writers:
+                w.write(record)
+            if on_epoch is not None:
+                on_epoch(record)
+
+        trainer.fit(checkpoint=checkpoint, on_epoch=each, progress_factory=progress_factory)
+    finally:
+        for w in writers:
+            w.close()
+    doc = trainer.summary()
+    if summary is not None:
+        write_json(doc, summary)
+    if plot is not None:
+        unit = f" ({spec.metric_unit})" if spec.metric_unit else ""
+        plot_history(trainer.history, plot, metric=spec.metric + unit, target=trainer.config.target,
+                     title=f"{spec.name} ({doc['mode']}, {doc['backend']})")
+    if not doc.get("conservation_ok", True):
+        raise AmpHlsError(f"conservation check failed: {doc['conservation_problems']}")
+    return doc
+
+
+def train(model: str | Path | ModelSpec, config: TrainConfig | None = None, **options: Any) -> TrainerBase:
+    """``trainer_for(model, config, ...)`` then ``fit(trainer, ...)``: the trained trainer.
+    ``options`` are those two functions' keywords."""
+    fit_keys = {"checkpoint", "log", "tensorboard", "plot", "summary", "on_epoch", "progress_factory"}
+    fit_options = {k: v for k, v in options.items() if k in fit_keys}
+    check_outputs(fit_options.get("log"), fit_options.get("tensorboard"), fit_options.get("plot"))
+    trainer = trainer_for(model, config, **{k: v for k, v in options.items() if k not in fit_keys})
+    fit(trainer, **fit_options)
+    return trainer
+
+
+def train_distributed(model: str | Path | ModelSpec, config: TrainConfig, options: DistributedOptions) -> int:
+    """Distributed asynchronous SGD: run this under ``mpiexec -n N+1`` (rank 0 the parameter
+    server, ranks 1..N workers on disjoint shards; docs/distributed.md)."""
+    from .distributed import run_distributed
+
+    return run_distributed(load_model(model), config, options)
+
+
+# --- trained models ------------------------------------------------------------------------------
+
+
+def predictor(trained: TrainerBase | Predictor) -> Predictor:
+    """The trained parameters as a ``Predictor`` (forward only)."""
+    if isinstance(trained, Predictor):
+        return trained
+    return Predictor(trained.entry, trained.parameters(), trained.numerics, trained.graph)  # type: ignore[attr-defined]
+
+
+def load_predictor(model: str | Path | ModelSpec, checkpoint: str | Path) -> Predictor:
+    """The parameters of a training checkpoint (``--checkpoint``), for ``evaluate``/``predict``."""
+    return Predictor.from_checkpoint(load_model(model), checkpoint)
+
+
+def evaluate(trained: TrainerBase | Predictor, examples: Sequence[Example]) -> Evaluation:
+    """Mean loss and the model's metric on ``examples``."""
+    return predictor(trained).evaluate(examples)
+
+
+def predict(trained: TrainerBase | Predictor, examples: Sequence[Example]) -> list[Prediction]:
+    """What the model predicts for each example (no labels needed)."""
+    return predictor(trained).predict(examples)
+
+
+# --- hardware ------------------------------------------------------------------------------------
+
+
+def device_options(config: RunConfig | None = None, *, muf: int | None = None,
+                   cache_slots: int | None = None) -> DeviceOptions:
+    """A generated device's options: each given here, else in ``config`` (muf from [training], the
+    tag tables from [device], the precision from [precision]), else DeviceOptions' defaults."""
+    kwargs: dict[str, Any] = {}
+    training = config.training if config is not None else {}
+    device = config.device if config is not None else {}
+    if muf is not None or "muf" in training:
+        kwargs["muf"] = muf if muf is not None else training["muf"]
+    if cache_slots is not None or "cache_slots" in device:
+        kwargs["cache_slots"] = cache_slots if cache_slots is not None else device["cache_slots"]
+    if config is not None and config.precision:
+        kwargs["numerics"] = NumericConfig("fixed", **config.precision)  # type: ignore[arg-type]
+    return DeviceOptions(**kwargs)
+
+
+def generate(model: str | Path | ModelSpec | GraphCore, output: str | Path, *, board: str | None = None,
+             options: DeviceOptions | None = None, config: RunConfig | None = None,
+             force: bool = False, flow: str = "rtl") -> BoardProject:
+    """Write the HLS C++, the RTL and the board project of a model's graph into ``output``: a new
+    or empty directory, or a project amp-hls wrote (``force``: also over files a user changed;
+    no file amp-hls did not write is ever deleted, amp_hls.output)."""
+    from .codegen.boards import load_board
+    from .codegen.project import generate_project
+
+    board_spec = load_board(board or (config.device.get("board") if config else None) or DEFAULT_BOARD)
+    graph = resolve_graph(model)  # a graph that breaks the IR fails before anything is written
+    if config is not None:
+        graph = config.apply(graph)
+    return generate_project(graph, output, board_spec, options if options is not None else device_options(config),
+                            force=force, flow=flow)
+
+
+def report(project: str | Path, *, board: str | None = None, instances: int = 16, seed: int = 0,
+           model: str | Path | ModelSpec | None = None, measure: bool = True) -> tuple[CycleReport, Measured | str | None]:
+    """The cycle report of a generated project, priced on ``instances`` of ``model`` (default: the
+    zoo model of the project's graph), and the RTL simulation of them (or why there is none;
+    None when ``measure`` is off)."""
+    from .cycles import report as rep
+
+    spec = load_model(model) if model is not None else None
+    result = rep.project_report(project, board, instances, seed, spec)
+    if not measure:
+        return result, None
+    why = rep.rtlsim_unavailable(project)
+    return result, why or rep.measure_project(project, instances, seed, spec)
+
+
+def format_report(result: CycleReport, measured: Measured | str | None = None) -> str:
+    from .cycles import report as rep
+
+    text = rep.format_report(result)
+    return text if measured is None else f"{text}\n{rep.format_measured(result, measured)}"
+
+
+def report_json(result: CycleReport, measured: Measured | str | None = None) -> dict[str, Any]:
+    """The report as a JSON document: every field, what follows from them, and the measurement."""
+    doc = asdict(result)
+    bottleneck = result.bottleneck
+    doc.update(bottleneck=bottleneck.name if bottleneck is not None else None,
+               cycles_per_instance=result.cycles_per_instance, instances_per_s=result.instances_per_s,
+               macs_per_instance=result.macs_per_instance, dsp_peak=result.dsp_peak,
+               unmodelled=result.unmodelled)
+    for node, load_ in zip(doc["nodes"], result.nodes):
+        node["cycles"] = load_.cycles
+    if isinstance(measured, Measured):
+        doc["measured"] = {**asdict(measured), "cycles_per_instance": measured.cycles_per_instance}
+    else:
+        doc["measured"] = None if measured is None else {"unavailable": measured}
+    return doc
+
+
+def testbench(project: str | Path, *, instances: int = 8, mak: Sequence[int] = (1, 3), seed: int = 0,
+              model: str | Path | ModelSpec | None = None) -> list[Path]:
+    """Write ``project/tb``: the cocotb bench of the project's RTL and the instances it runs
+    (``model``'s first training examples; default: the zoo model of the graph, or random ones)."""
+    from .sim.project_bench import write_testbench
+
+    spec = load_model(model) if model is not None else None
+    return write_testbench(project, instances=instances, mak=mak, seed=seed, model=spec)
+
+
+def estimate(project: str | Path, *, board: str | None = None, timeout: float = 3600.0) -> tuple[Estimate, Board]:
+    """Yosys' resource estimate of a project's RTL, and the board it is held against (default:
+    the project's own)."""
+    from .codegen import estimate as est
+    from .codegen.project import project_rtl
+
+    sources, top, generated_for = project_rtl(project)
+    board_spec = est.resolve_board(board or generated_for or DEFAULT_BOARD)
+    return est.estimate(sources, top, est.family(board_spec), timeout=timeout), board_spec
+
+
+def estimate_json(result: Estimate, board: Board) -> dict[str, Any]:
+    """The estimate as a JSON document: cells, resources and each resource against the board."""
+    from .codegen.estimate import fit, misfits
+
+    return {"top": result.top, "family": result.family, "board": board.name, "part": board.part,
+            "cells": dict(result.cells), "resources": result.resources, "lutram": result.lutram,
+            "unclassified": result.unclassified, "seconds": result.seconds, "cached": result.cached,
+            "fit": [{**asdict(u), "fits": u.fits, "fraction": u.fraction} for u in fit(result, board)],
+            "fits": not misfits(result, board), "misfits": misfits(result, board)}
