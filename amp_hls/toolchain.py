@@ -127,3 +127,17 @@ def run_tool(cmd: Sequence[str], timeout: float, error: type[Exception], late: s
                               env=None if env is None else dict(env))
     except subprocess.TimeoutExpired:
         raise error(late) from None
+
+
+def ap_types_dir() -> Path | None:
+    """Xilinx's Apache-2.0 arbitrary-precision headers (``ap_int.h``, ``ap_fixed.h``) as an
+    installed package ships them (hls4ml, the ``hlstypes`` extra), found without importing the
+    package; None when none is installed. Only these headers are used from it: its
+    ``hls_stream.h`` carries a proprietary notice, and the project has its own stream."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("hls4ml")
+    if spec is None or spec.origin is None:
+        return None
+    found = Path(spec.origin).parent / "templates" / "vivado" / "ap_types"
+    return found if (found / "ap_int.h").is_file() and (found / "ap_fixed.h").is_file() else None

@@ -238,7 +238,7 @@ def _pipeline_inputs(g: Graph, rng: np.random.Generator) -> Inputs:
 def _model_case(model: str, n: int) -> Case:
     entry = MODELS[model]
     examples = entry.data(0).train[:n]
-    return Case(entry.build, lambda g, rng, k: [entry.inputs(g, e) for e in examples[:k]], muf=4, n=n)
+    return Case(entry.build, lambda g, rng, k: [entry.inputs(e) for e in examples[:k]], muf=4, n=n)
 
 
 ADD3 = (4, 4, 4)

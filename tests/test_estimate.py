@@ -162,3 +162,19 @@ def test_bad_inputs(tmp_path: Path) -> None:
     with pytest.raises(AmpHlsError, match="no RTL sources"):
         estimate([], "top")
     assert family(load_board("zcu104")) == "xcup"
+
+
+@pytest.mark.yosys
+@needs_yosys
+def test_estimate_json(project: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                       capsys: pytest.CaptureFixture[str]) -> None:
+    root, cache = project
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache.parent.parent))
+    out = tmp_path / "estimate.json"
+    assert main(["estimate", str(root), "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert (doc["top"], doc["board"], doc["family"], doc["fits"], doc["misfits"]) == ("amp_top", "pynq-z2", "xc7", True, [])
+    assert doc["resources"]["lut"] > 100 and doc["cells"] and doc["unclassified"] == {}
+    assert {u["resource"] for u in doc["fit"]} >= {"lut", "ff", "dsp", "bram36"}
+    assert all(u["fits"] and 0 <= u["fraction"] < 1 for u in doc["fit"])
+    assert f"wrote {out}" in capsys.readouterr().out

@@ -19,7 +19,12 @@ def test_wheel_ships_templates_and_hw_and_uses_them(tmp_path):
     )
     assert build.returncode == 0, build.stderr
     wheel = next(tmp_path.glob("amp_hls-*.whl"))
+    import amp_hls
+
+    assert wheel.name.startswith(f"amp_hls-{amp_hls.__version__}-")  # the version's one definition
     names = set(zipfile.ZipFile(wheel).namelist())
+    assert "amp_hls/py.typed" in names  # type hints are part of the API
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     for template in (ROOT / "templates").rglob("*.j2"):
         assert f"amp_hls/_data/templates/{template.relative_to(ROOT / 'templates').as_posix()}" in names
     assert "amp_hls/_data/hw/README.md" in names

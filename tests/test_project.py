@@ -1,9 +1,14 @@
-"""Board projects: `amp-hls generate` writes HLS C++, Vitis HLS / Vivado tcl, a Makefile, a README.
+"""Board projects: `amp-hls generate` writes HLS C++, the RTL, Vivado (and for the hls flow Vitis
+HLS) tcl, a Makefile, a README.
 
 No Xilinx tool runs here. The tcl is executed by tclsh with every Vitis/Vivado command it uses
 stubbed (each call recorded), so the tests see every step run, every kernel synthesised, every
-stream get exactly one FIFO between the right ports, and each failure stop the script. The
-Makefile runs with fake `vitis_hls`/`vivado` executables that run the same stubs.
+stream get exactly one FIFO between the right ports, and each failure stop the script. The stubs
+are strict where the tools are: every file an ``add_files`` names must exist, a module reference
+must be a module defined in an added file, an IP must be in the catalog (Xilinx's IPs the
+scripts use, and the cores hls.tcl exported), and a module reference's interface and port pins
+must be declared in its source. The Makefile runs with fake `vitis_hls`/`vivado` executables that
+run the same stubs. Two flows: ``rtl`` (the default: amp_top as a module reference) and ``hls``.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from amp_hls.placement import place
 from amp_hls.resources import hw_dir, templates_dir
 
 BOARDS = ("pynq-z2", "zcu104", "kv260")
+FLOWS = ("hls", "rtl")
 PROJECT_MODELS = ("mlp", "list-rnn")
 TCLSH = shutil.which("tclsh")
 MAKE = shutil.which("make")
@@ -50,6 +56,10 @@ proc stub_env {name default} {
 }
 set ::stub_cells {}
 set ::stub_repos {}
+set ::stub_ipdefs {}
+set ::stub_modules [dict create]
+set ::stub_cell_module [dict create]
+set ::stub_xilinx_ips {processing_system7 zynq_ultra_ps_e proc_sys_reset axi_dma axi_interconnect axis_data_fifo}
 proc stub_record {cmd arglist} {
     puts $::stub_log [join [list $cmd {*}$arglist] \x1f]
     flush $::stub_log
@@ -73,10 +83,26 @@ proc stub_touch {path} {
     set f [open $path w]; puts $f stub; close $f
 }
 
+# Every file add_files names must exist; the modules of Verilog/SystemVerilog ones are recorded.
+proc stub_add_files {arglist} {
+    foreach f [stub_positional $arglist {-cflags -csimflags -fileset -of_objects}] {
+        foreach g $f {
+            if {![file isfile $g]} { error "add_files: no such file $g" }
+            if {[file extension $g] in {.v .sv}} {
+                set fh [open $g]; set text [read $fh]; close $fh
+                foreach {- name} [regexp -all -inline -line {^\s*module\s+(\w+)} $text] {
+                    dict set ::stub_modules $name $text
+                }
+            }
+        }
+    }
+}
+
 # ---- Vitis HLS
 stub open_project { set ::stub_hls_project [lindex [stub_positional $args {}] 0] }
 stub open_solution { set ::stub_solution [lindex [stub_positional $args {-flow_target}] 0] }
-foreach c {set_top add_files set_part create_clock csim_design csynth_design cosim_design close_project} {
+stub add_files { stub_add_files $args }
+foreach c {set_top set_part create_clock csim_design csynth_design cosim_design close_project} {
     stub $c {}
 }
 stub export_design { stub_touch $::stub_hls_project/$::stub_solution/impl/ip/component.xml }
@@ -92,30 +118,61 @@ stub get_board_parts {
 stub set_property {
     if {[lindex $args 0] eq "ip_repo_paths"} { set ::stub_repos [lindex $args 1] }
 }
+# The catalog: the Xilinx IPs the scripts use, and the cores exported into the IP repositories.
 stub get_ipdefs {
     set vlnv [lindex $args end]
     lassign [split $vlnv :] vendor library name version
-    if {$vendor eq "xilinx.com"} { return [string map {* 9.9} $vlnv] }
+    if {$vendor eq "xilinx.com"} {
+        if {$name ni $::stub_xilinx_ips} { return {} }
+        set found [string map {* 9.9} $vlnv]
+        lappend ::stub_ipdefs $found
+        return $found
+    }
     foreach repo $::stub_repos {
         if {[file tail [file dirname [file dirname [file dirname $repo]]]] eq $name
-            && [file isfile $repo/component.xml]} { return $vlnv }
+            && [file isfile $repo/component.xml]} { lappend ::stub_ipdefs $vlnv; return $vlnv }
     }
     return {}
 }
 stub create_bd_design { set ::stub_bd [lindex $args 0] }
-stub create_bd_cell { lappend ::stub_cells [lindex $args end] }
-proc stub_pins {arglist} {
+proc stub_option {arglist flag} { return [lindex $arglist [expr {[lsearch $arglist $flag] + 1}]] }
+stub create_bd_cell {
+    set name [lindex $args end]
+    if {[stub_option $args -type] eq "module"} {
+        set ref [stub_option $args -reference]
+        if {![dict exists $::stub_modules $ref]} { error "create_bd_cell: module $ref is not defined in any added file" }
+        dict set ::stub_cell_module $name $ref
+    } else {
+        set vlnv [stub_option $args -vlnv]
+        if {$vlnv ni $::stub_ipdefs} { error "create_bd_cell: IP $vlnv is not in the catalog" }
+    }
+    lappend ::stub_cells $name
+}
+# A module reference has the pins its source declares: AXI-stream interfaces by their
+# X_INTERFACE_INFO attributes, ports by name.
+proc stub_pins {arglist kind} {
     set out {}
     foreach p [stub_positional $arglist {}] {
-        if {[lindex [split $p /] 0] in $::stub_cells} { lappend out $p }
+        lassign [split $p /] cell pin
+        if {$cell ni $::stub_cells} { continue }
+        if {[dict exists $::stub_cell_module $cell]} {
+            set text [dict get $::stub_modules [dict get $::stub_cell_module $cell]]
+            if {$kind eq "intf"} {
+                if {[string first "xilinx.com:interface:axis:1.0 $pin TDATA" $text] < 0} { continue }
+            } else {
+                set ports [lmap {- name} [regexp -all -inline -line {(?:input|output)\s+(?:wire|reg)\s+(?:\[[^]]*\]\s*)?(\w+)} $text] {set name}]
+                if {$pin ni $ports} { continue }
+            }
+        }
+        lappend out $p
     }
     return $out
 }
-stub get_bd_pins { return [stub_pins $args] }
-stub get_bd_intf_pins { return [stub_pins $args] }
+stub get_bd_pins { return [stub_pins $args pin] }
+stub get_bd_intf_pins { return [stub_pins $args intf] }
 stub get_bd_cells { return [lindex $args end] }
 foreach c {update_ip_catalog apply_bd_automation connect_bd_intf_net connect_bd_net
-           assign_bd_address validate_bd_design save_bd_design add_files update_compile_order
+           assign_bd_address validate_bd_design save_bd_design update_compile_order
            launch_runs} {
     stub $c {}
 }
@@ -127,7 +184,10 @@ stub generate_target {
     stub_touch $::stub_proj_dir/$::stub_proj.gen/sources_1/bd/$::stub_bd/hw_handoff/$::stub_bd.hwh
 }
 stub make_wrapper {
-    return $::stub_proj_dir/$::stub_proj.gen/sources_1/bd/$::stub_bd/hdl/${::stub_bd}_wrapper.v
+    set wrapper $::stub_proj_dir/$::stub_proj.gen/sources_1/bd/$::stub_bd/hdl/${::stub_bd}_wrapper.v
+    file mkdir [file dirname $wrapper]
+    set f [open $wrapper w]; puts $f "module ${::stub_bd}_wrapper ();\nendmodule"; close $f
+    return $wrapper
 }
 stub wait_on_run {
     set run [lindex $args end]
@@ -202,24 +262,26 @@ def stub_files(tmp_path_factory) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def projects(tmp_path_factory) -> dict[tuple[str, str], Path]:
-    """Every (model, board) project, generated once through the CLI; kept pristine (copy to modify)."""
+def projects(tmp_path_factory) -> dict[tuple[str, ...], Path]:
+    """Every (model, board) project of the hls flow, and (model, board, "rtl") of the rtl flow,
+    generated once through the CLI; kept pristine (copy to modify)."""
     root = tmp_path_factory.mktemp("projects")
-    out = {}
+    out: dict[tuple[str, ...], Path] = {}
     for model in PROJECT_MODELS:
         if _missing_kernel_templates(model):
             continue
         for board in BOARDS:
-            d = root / f"{model}-{board}"
-            assert main(["generate", model, "-o", str(d), "--board", board]) == 0
-            out[model, board] = d
+            for flow in FLOWS:
+                d = root / f"{model}-{board}-{flow}"
+                assert main(["generate", model, "-o", str(d), "--board", board, "--flow", flow]) == 0
+                out[(model, board) if flow == "hls" else (model, board, flow)] = d
     return out
 
 
-def _project(projects, tmp_path: Path, model: str, board: str) -> Path:
+def _project(projects, tmp_path: Path, model: str, board: str, flow: str = "hls") -> Path:
     _require_kernels(model)
     dst = tmp_path / "proj"
-    shutil.copytree(projects[model, board], dst)
+    shutil.copytree(projects[(model, board) if flow == "hls" else (model, board, flow)], dst)
     return dst
 
 
@@ -334,7 +396,9 @@ def test_project_files_and_names_agree(projects, model, board):
     assert manifest["board"]["name"] == board and manifest["board"]["part"] == load_board(board).part
     assert manifest["board"]["dma"]["max_transfer_bytes"] == 2**26 - 1
     assert (manifest["dma"], manifest["dma_length_bits"]) == ("dma", 26)  # what host.pynq reads
-    assert manifest["bitstream"] == {"basename": graph.name, "bit": f"{graph.name}.bit", "hwh": f"{graph.name}.hwh"}
+    assert manifest["bitstream"] == {"basename": graph.name, "bit": f"{graph.name}.bit", "hwh": f"{graph.name}.hwh",
+                                     "flow": "hls", "control": False}
+    assert (d / "tb" / "amp_tb.cpp").is_file()  # hls.tcl's csim and cosim testbench
     hls_tcl = (d / "hls.tcl").read_text()
     assert re.findall(r"lappend amp_kernels \[list (\w+) (\S+)\]", hls_tcl) == [
         (k["top"], f"kernels/k_{k['node']}.cpp") for k in manifest["kernels"]
@@ -350,12 +414,86 @@ def test_project_files_and_names_agree(projects, model, board):
     assert "Vitis HLS and Vivado were not run" in readme and f"{graph.name}.hwh" in readme
 
 
+@pytest.mark.parametrize("model", PROJECT_MODELS)
+def test_the_manifest_records_what_the_bitstream_fixes(projects, model):
+    """numerics, dump period, cache slots, instances in flight, parallelism, channels, flow: the
+    model's training defaults unless given, the tag tables sized for them by the rule."""
+    _require_kernels(model)
+    spec = MODELS[model]
+    for key, flow in (((model, "pynq-z2", "rtl"), "rtl"), ((model, "pynq-z2"), "hls")):
+        manifest = json.loads((projects[key] / "manifest.json").read_text())
+        assert manifest["flow"] == manifest["bitstream"]["flow"] == flow
+        assert manifest["bitstream"]["control"] == (flow == "rtl")
+        assert manifest["muf"] == spec.defaults["muf"] and manifest["max_in_flight"] == spec.defaults["mak"]
+        per = 20 if model == "list-rnn" else 1  # a list leaves one message per element at a node
+        assert manifest["cache_slots"] == manifest["max_in_flight"] * per
+        assert manifest["numerics"]["data"] == {"width": 16, "frac": 10}
+        assert manifest["parallelism"] == {n: 1 for n, k in zip(manifest["device_nodes"], manifest["kernels"])
+                                           if k["kind"] == "linear"}
+        assert [c["name"] for c in manifest["channels"]] == [c.name for c in place(spec.build()).channels]
+        assert manifest["control"]["channel"] == 255
+        link = manifest["host_link"]
+        assert link["rx_buffer_bytes"] >= 2 * link["max_out_message_bytes"]
+        assert link["packet_close_beats"] + link["max_out_message_bytes"] // 8 <= link["packet_limit_beats"]
+
+
+@pytest.mark.parametrize("flow", FLOWS)
+def test_the_boards_fifos_follow_the_rtls_rule(projects, flow):
+    """One rule for FIFO depths: every stream's depth on the board (the hls flow's axis_data_fifo,
+    the rtl flow's amp_fifo inside amp_top) is the RTL's 2**fifo_address_bits."""
+    _require_kernels("list-rnn")
+    d = projects[("list-rnn", "pynq-z2") if flow == "hls" else ("list-rnn", "pynq-z2", "rtl")]
+    manifest = json.loads((d / "manifest.json").read_text())
+    top = (d / "rtl" / "amp_top.sv").read_text()
+    aw = re.findall(r"amp_fifo #\(\.AW\((\d+)\)\) u_fifo_(\w+) \(", top)
+    assert {s["name"]: s["fifo_depth"] for s in manifest["streams"]} == {n: 2 ** int(a) for a, n in aw} \
+        == manifest["fifo_depths"]
+    slots = manifest["cache_slots"]
+    for s in manifest["streams"]:
+        if s["kind"] == "DATA" and s["to"] != "k_mux.host_out" and not s["to"].startswith("k_mux"):
+            assert s["fifo_depth"] >= slots * s["max_message_beats"], s
+    if flow == "hls":
+        tcl = (d / "vivado.tcl").read_text()
+        depths = dict((n, int(v)) for n, v in re.findall(r"lappend amp_streams \[list (\w+) (\d+) ", tcl))
+        assert depths == manifest["fifo_depths"]
+
+
+def test_the_hls_flow_refuses_fifos_its_ip_cannot_be(tmp_path, capsys):
+    _require_kernels("list-rnn")
+    out = tmp_path / "p"
+    assert main(["generate", "list-rnn", "-o", str(out), "--flow", "hls", "--cache-slots", "4000"]) == 2
+    err = capsys.readouterr().err
+    assert "at most 32768 beats" in err and "use --flow rtl" in err
+    assert main(["generate", "list-rnn", "-o", str(out), "--cache-slots", "4000"]) == 0  # the rtl flow has no such limit
+
+
+@pytest.mark.parametrize("board", BOARDS)
+def test_the_rtl_flows_project_names_the_verified_rtl(projects, board):
+    _require_kernels("mlp")
+    d = projects["mlp", board, "rtl"]
+    manifest = json.loads((d / "manifest.json").read_text())
+    assert not (d / "hls.tcl").exists() and "ip" not in manifest
+    rtl = manifest["rtl"]
+    assert rtl["board_top"] == "amp_board"
+    assert rtl["board_sources"] == [f"rtl/{f}" for f in rtl["sources"]] + ["board/amp_pack.sv", "board/amp_board.v"]
+    tcl = (d / "vivado.tcl").read_text()
+    assert re.findall(r"^lappend amp_rtl_sources (\S+)$", tcl, re.M) == rtl["board_sources"]
+    wrapper = (d / "board" / "amp_board.v").read_text()
+    for intf in ("host_in", "host_out"):
+        for signal in ("TDATA", "TVALID", "TREADY", "TLAST", "TKEEP"):
+            assert f'X_INTERFACE_INFO = "xilinx.com:interface:axis:1.0 {intf} {signal}"' in wrapper
+    assert "ASSOCIATED_BUSIF host_in:host_out" in wrapper and "POLARITY ACTIVE_LOW" in wrapper
+    readme = (d / "README.md").read_text()
+    assert "bit-exact" in readme and "Vivado" in readme and "not verified" in readme.lower()
+    assert "make ip" not in (d / "Makefile").read_text()
+
+
 def test_regenerating_elsewhere_gives_the_same_project_files(projects, tmp_path):
     _require_kernels("mlp")
     other = tmp_path / "again"
-    assert main(["generate", "mlp", "-o", str(other), "--board", "zcu104"]) == 0
-    for f in ("hls.tcl", "vivado.tcl", "Makefile", "README.md", "manifest.json"):
-        assert (other / f).read_text() == (projects["mlp", "zcu104"] / f).read_text(), f
+    assert main(["generate", "mlp", "-o", str(other), "--board", "zcu104"]) == 0  # the rtl flow by default
+    for f in ("vivado.tcl", "Makefile", "README.md", "manifest.json", "board/amp_board.v", "rtl/amp_top.sv"):
+        assert (other / f).read_text() == (projects["mlp", "zcu104", "rtl"] / f).read_text(), f
 
 
 # ----------------------------------------------------------------------------- tcl under stubs
@@ -391,7 +529,7 @@ def test_tcl_scripts_run_to_the_end_under_stubbed_tools(projects, stub_files, tm
     for c in calls:
         if c[0] == "add_files":
             assert (d / c[1]).is_file(), c  # every referenced source exists
-            assert c[2:4] == ["-cflags", f"-std=c++14 -I{d.resolve()}/include"]
+            assert c[2:4] == ["-cflags", f"-std=c++14 -I{d.resolve()}/include -DAMP_USE_XILINX_HEADERS"]
         if c[0] == "export_design":
             assert c[c.index("-vendor") + 1 :: 2][:3] == ["amphls", "hls", "1.0"]
     assert (d / "hls" / "ip.stamp").read_text().split() == tops
@@ -441,10 +579,94 @@ def test_tcl_scripts_run_to_the_end_under_stubbed_tools(projects, stub_files, tm
 
 
 @needs_tclsh
+def test_hls_tcl_runs_csim_and_cosim_with_the_generated_testbench(projects, stub_files, tmp_path):
+    d = _project(projects, tmp_path, "mlp", "pynq-z2")
+    manifest = json.loads((d / "manifest.json").read_text())
+    tops = manifest["ip"]["tops"]
+    source = {k["top"]: f"kernels/{k['top']}.cpp" for k in manifest["kernels"]} | \
+        {"k_demux": "kernels/boundary.cpp", "k_mux": "kernels/boundary.cpp"}
+    log = tmp_path / "hls.log"
+    run = _tcl(stub_files, d / "hls.tcl", "csim", "cosim", log=log)
+    assert run.returncode == 0, run.stderr
+    calls = _calls(log)
+    assert sum(c[0] == "csim_design" for c in calls) == sum(c[0] == "cosim_design" for c in calls) == len(tops)
+    segments: dict[str, list[list[str]]] = {}
+    for c in calls:
+        if c[0] == "set_top":
+            segments[c[1]] = []
+        elif c[0] == "add_files" and segments:
+            segments[list(segments)[-1]].append(c)
+    for top in tops:
+        design = [c[1] for c in segments[top] if c[1] != "-tb"]
+        bench = {c[2]: c[4] for c in segments[top] if c[1] == "-tb"}
+        assert design == [source[top]]  # what is synthesised: the top's own source
+        assert bench["tb/amp_tb.cpp"].endswith(f"-DAMP_TB_TOP_{top}")  # the top called as itself
+        assert set(bench) - {"tb/amp_tb.cpp"} == set(source.values()) - {source[top]}  # the rest, as testbench
+    (d / "tb" / "amp_tb.cpp").unlink()
+    run = _tcl(stub_files, d / "hls.tcl", "csim", log=tmp_path / "again.log")
+    assert run.returncode == 1 and "no testbench tb/amp_tb.cpp" in run.stderr
+
+
+@needs_tclsh
+@pytest.mark.parametrize("model", PROJECT_MODELS)
+@pytest.mark.parametrize("board", BOARDS)
+def test_the_rtl_flows_vivado_tcl_instantiates_the_verified_rtl(projects, stub_files, tmp_path, model, board):
+    d = _project(projects, tmp_path, model, board, "rtl")
+    manifest = json.loads((d / "manifest.json").read_text())
+    bd = load_board(board)
+    log = tmp_path / "vivado.log"
+    run = _tcl(stub_files, d / "vivado.tcl", log=log)
+    assert run.returncode == 0, run.stderr
+    name = manifest["bitstream"]["basename"]
+    assert (d / f"{name}.bit").is_file() and (d / f"{name}.hwh").is_file()
+    calls = _calls(log)
+    added = [c for c in calls if c[0] == "add_files"]
+    assert len(added) == 2 and added[0][1] == "-norecurse" and added[1][2].endswith("amp_bd_wrapper.v")
+    assert added[0][2].split() == [str(d.resolve() / f) for f in manifest["rtl"]["board_sources"]]
+    assert not any(c[0] in ("update_ip_catalog", "set_top") for c in calls)  # no HLS cores
+    cells = {c[-1]: c for c in calls if c[0] == "create_bd_cell"}
+    assert cells["amp"][1:5] == ["-type", "module", "-reference", "amp_board"]
+    ps = "processing_system7" if bd.ps == "zynq7" else "zynq_ultra_ps_e"
+    assert cells["ps"][cells["ps"].index("-vlnv") + 1] == f"xilinx.com:ip:{ps}:9.9"
+    assert not any("axis_data_fifo" in " ".join(c) for c in cells.values())  # the FIFOs are amp_top's
+    links = [tuple(c[1:]) for c in calls if c[0] == "connect_bd_intf_net"]
+    assert ("dma/M_AXIS_MM2S", "amp/host_in") in links and ("amp/host_out", "dma/S_AXIS_S2MM") in links
+    nets = [c[1:] for c in calls if c[0] == "connect_bd_net"]
+    assert sum("amp/ap_clk" in n for n in nets) == 1
+    assert sum("amp/ap_rst_n" in n and n[0] == "rst/peripheral_aresetn" for n in nets) == 1
+    assert ["launch_runs", "impl_1", "-jobs", "4", "-to_step", "write_bitstream"] in calls
+
+
+@needs_tclsh
+def test_the_stubs_catch_a_missing_file_an_undefined_module_and_an_unknown_ip(projects, stub_files, tmp_path):
+    d = _project(projects, tmp_path, "mlp", "pynq-z2", "rtl")
+    wrapper = d / "board" / "amp_board.v"
+    text = wrapper.read_text()
+    wrapper.write_text(text.replace("module amp_board (", "module amp_board_renamed ("))
+    run = _tcl(stub_files, d / "vivado.tcl", log=tmp_path / "a.log")
+    assert run.returncode == 1 and "module amp_board is not defined in any added file" in run.stderr
+    wrapper.write_text(text.replace('axis:1.0 host_out TDATA', 'axis:1.0 result TDATA'))
+    run = _tcl(stub_files, d / "vivado.tcl", log=tmp_path / "b.log")
+    assert run.returncode == 1 and "no interface amp/host_out in the block design" in run.stderr
+    wrapper.write_text(text)
+    (d / "rtl" / "k_fc0.sv").unlink()
+    run = _tcl(stub_files, d / "vivado.tcl", log=tmp_path / "c.log")
+    assert run.returncode == 1 and "missing RTL source rtl/k_fc0.sv" in run.stderr
+    stub = Path(stub_files["AMP_STUB_TCL"]).read_text()
+    assert "error \"add_files: no such file $g\"" in stub  # and an add_files of it would fail too
+    tcl = (d / "vivado.tcl").read_text().replace("xilinx.com:ip:axi_dma", "xilinx.com:ip:axi_dma_lite")
+    (d / "rtl" / "k_fc0.sv").write_text("")
+    (d / "vivado.tcl").write_text(tcl)
+    run = _tcl(stub_files, d / "vivado.tcl", log=tmp_path / "d.log")
+    assert run.returncode == 1 and "IP xilinx.com:ip:axi_dma_lite is not in the IP catalog" in run.stderr
+
+
+@needs_tclsh
 @pytest.mark.parametrize("env, args, script, message", [
     ({"AMP_STUB_FAIL": "csynth_design"}, (), "hls", "k_fc0: csynth_design failed: csynth_design: stubbed tool failure"),
     ({"AMP_STUB_FAIL": "export_design"}, (), "hls", "k_fc0: export_design failed"),
-    ({}, ("csim",), "hls", "no testbench tb/k_fc0_tb.cpp"),
+    ({"AMP_STUB_FAIL": "csim_design"}, ("csim",), "hls", "k_fc0: csim_design failed"),
+    ({"AMP_STUB_FAIL": "cosim_design"}, ("cosim",), "hls", "k_fc0: cosim_design failed"),
     ({}, ("bogus",), "hls", "unknown argument 'bogus'"),
     ({"AMP_STUB_FAIL": "validate_bd_design"}, (), "vivado", "validate_bd_design failed"),
     ({"AMP_STUB_FAIL": "connect_bd_intf_net"}, (), "vivado", "failed: connect_bd_intf_net: stubbed"),
@@ -525,6 +747,25 @@ def test_makefile_targets_run_the_scripts_and_check_every_status(projects, stub_
     run = subprocess.run([MAKE, "clean"], cwd=d, capture_output=True, text=True, timeout=30)
     assert run.returncode == 0
     assert not (d / "hls").exists() and not (d / "mlp.bit").exists() and (d / "hls.tcl").is_file()
+
+
+@needs_make
+def test_the_rtl_flows_makefile_builds_the_bitstream_with_vivado_alone(projects, stub_files, tmp_path):
+    d = _project(projects, tmp_path, "mlp", "pynq-z2", "rtl")
+    dry = subprocess.run([MAKE, "-n", "bitstream"], cwd=d, capture_output=True, text=True, timeout=30)
+    assert dry.returncode == 0, dry.stderr
+    assert "vitis_hls" not in dry.stdout and "vivado -mode batch" in dry.stdout
+    assert "amp-hls deploy . -o deploy" in subprocess.run([MAKE, "-n", "deploy"], cwd=d, capture_output=True,
+                                                          text=True).stdout
+    env = {**os.environ, "PATH": f"{stub_files['bin']}:{os.environ['PATH']}",
+           "AMP_STUB_DRIVER": stub_files["AMP_STUB_DRIVER"], "AMP_STUB_TCL": stub_files["AMP_STUB_TCL"],
+           "AMP_STUB_LOG": str(tmp_path / "m.log")}
+    run = subprocess.run([MAKE, "bitstream"], cwd=d, capture_output=True, text=True, timeout=60, env=env)
+    assert run.returncode == 0, run.stderr
+    assert (d / "mlp.bit").is_file() and (d / "mlp.hwh").is_file()
+    (d / "rtl" / "k_fc0.sv").write_text((d / "rtl" / "k_fc0.sv").read_text() + "\n")
+    again = subprocess.run([MAKE, "-n", "bitstream"], cwd=d, capture_output=True, text=True, timeout=30, env=env)
+    assert "vivado -mode batch" in again.stdout  # a changed RTL source rebuilds the bitstream
 
 
 # ------------------------------------------------------------------- injection, C++, csim CLI

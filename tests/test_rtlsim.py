@@ -276,8 +276,7 @@ def test_mlp_training_on_rtlsim_is_bit_identical_to_csim(tmp_path):
     full = entry.data(0)
     splits = Splits(full.name, full.train[:64], full.val[:40], full.test[:40])
     config = TrainConfig(mak=1, muf=4, epochs=3, numerics="fixed", optimizer=OptimizerConfig("adam", lr=3e-3))
-    graph = entry.build()
-    after_reset = [entry.inputs(graph, e) for e in full.val[:8]]
+    after_reset = [entry.inputs(e) for e in full.val[:8]]
     runs, resumed = {}, {}
     for backend in ("csim", "rtlsim"):
         trainer = DeviceTrainer(entry, config, backend, splits=splits, project_dir=tmp_path / backend)

@@ -6,36 +6,90 @@ import argparse
 import sys
 from pathlib import Path
 
-from .graphs import resolve_graph
+from .. import api
+from ..errors import AmpHlsError
+from ..models import ModelSpec
+from ..output import check_output_dir, check_output_file
+from ..runtime.report import write_json
+from .graphs import MODEL_HELP
+
+
+def add_model_option(p: argparse.ArgumentParser) -> None:
+    """The model whose examples a command runs through a project (default: the zoo model of the
+    project's graph), and its data."""
+    p.add_argument("--model", help=f"{MODEL_HELP}: its training examples are the instances")
+    p.add_argument("--data", type=Path, help="--model's data from this file (.jsonl, .csv or .npz)")
+    p.add_argument("--dataset-size", help="--model's data set at this size, or 'all'")
+
+
+def _model(args: argparse.Namespace) -> ModelSpec | None:
+    if args.model is None:
+        if args.data is not None or args.dataset_size is not None:
+            raise AmpHlsError("--data and --dataset-size are the data of --model: give the model too")
+        return None
+    return api.load_model(args.model, data=args.data, dataset_size=args.dataset_size)
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
     import json
     import time
 
-    from ..codegen.boards import load_board
-    from ..codegen.project import generate_project
-    from ..design import DeviceOptions
+    from ..config import load_config
 
     start = time.perf_counter()
-    board = load_board(args.board)  # an unknown board fails before anything is written
-    graph = resolve_graph(args.model)  # so does a graph that breaks the IR (names included)
-    options = DeviceOptions(muf=args.muf, cache_slots=args.cache_slots)
-    project = generate_project(graph, args.output, board, options)
+    check_output_dir(args.output, args.force)  # before any work: a directory it may not write into
+    config = load_config(args.config) if args.config is not None else None
+    # an unknown board or a graph that breaks the IR (names included) fails before anything is written
+    options = api.device_options(config, muf=args.muf, cache_slots=args.cache_slots)
+    options = _sized(args, config, options)  # what the bitstream fixes, for the model's training run
+    project = api.generate(args.model, args.output, board=args.board, config=config, force=args.force,
+                           options=options, flow=args.flow)
+    if project.flow == "hls":
+        from ..sim.vitis_bench import write_vitis_testbench
+
+        write_vitis_testbench(project.root)  # tb/amp_tb.cpp: hls.tcl's csim and cosim
+    board = project.board
     n = len(project.hls.placement.device_nodes)
-    print(f"wrote {project.root}: {n} kernels + boundary for {board.name} ({board.part}) "
-          f"in {time.perf_counter() - start:.2f} s")
-    print(f"  make -C {project.root} csim | ip | bitstream   -> {project.name}.bit + {project.name}.hwh")
+    print(f"wrote {project.root} ({project.flow} flow): {n} kernels + boundary for {board.name} ({board.part}) "
+          f"in {time.perf_counter() - start:.2f} s; sized for mak {options.max_in_flight}, muf {options.muf}, "
+          f"{options.cache_slots} cache slots")
+    targets = "csim | bitstream | deploy" if project.flow == "rtl" else "csim | ip | cosim | bitstream | deploy"
+    print(f"  make -C {project.root} {targets}   -> {project.name}.bit + {project.name}.hwh")
     rtl = json.loads((project.root / "manifest.json").read_text())["rtl"]
     print(f"  rtl: {project.root}/rtl ({rtl['top']}); amp-hls testbench {project.root}" if "top" in rtl else
           f"  rtl: none yet, no RTL kernel for node kind(s) {', '.join(rtl['missing_kinds'])}")
     return 0
 
 
+def _sized(args: argparse.Namespace, config, options):  # type: ignore[no-untyped-def]
+    """``options`` sized by the rule ``cache_slots >= mak x messages per instance`` (host.settings):
+    muf and mak from the model's training defaults unless given, the messages per instance
+    counted on its data (a graph file without data: the graph's own bound)."""
+    from ..host.settings import generation_options
+
+    try:
+        spec = api.load_model(args.model)
+    except AmpHlsError:  # a graph file: no data, no defaults
+        spec = None
+    muf_given = args.muf is not None or (config is not None and "muf" in config.training)
+    cache_given = args.cache_slots is not None or (config is not None and "cache_slots" in config.device)
+    return generation_options(spec, api.resolve_graph(args.model), options, muf_given=muf_given,
+                              cache_given=cache_given, mak=args.mak)
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    from ..codegen.deploy import deploy
+
+    folder = deploy(args.project, args.output, model=args.model, data=args.data)
+    print(f"wrote {folder.root}: {', '.join(folder.files)}")
+    print(f"  copy it onto the board, then there: {folder.command}   (steps: {folder.root / 'README.md'})")
+    return 0
+
+
 def cmd_testbench(args: argparse.Namespace) -> int:
     from ..sim.project_bench import write_testbench
 
-    files = write_testbench(args.project, instances=args.instances, mak=args.mak, seed=args.seed)
+    files = write_testbench(args.project, instances=args.instances, mak=args.mak, seed=args.seed, model=_model(args))
     print(f"wrote {', '.join(str(f) for f in files)}")
     print(f"  pytest {Path(args.project) / 'tb'}   (Verilator + cocotb: amp_top against the numpy device model)")
     return 0
@@ -61,28 +115,35 @@ def cmd_csim(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from ..cycles import report as rep
 
-    report = rep.project_report(args.project, args.board, args.instances, args.seed)
+    check_output_file(args.json, "--json")  # before the work (an RTL simulation, maybe)
+    model = _model(args)
+    report, _ = api.report(args.project, board=args.board, instances=args.instances, seed=args.seed,
+                           model=model, measure=False)
     print(rep.format_report(report))
-    if args.no_measure:
-        return 0
-    why = rep.rtlsim_unavailable(args.project)
-    if why is None:
-        print(f"measuring: {args.instances} instances through the RTL simulation (builds it once) ...", flush=True)
-    measured = why or rep.measure_project(args.project, args.instances, args.seed)  # a failure exits 2, with its cause
-    print(rep.format_measured(report, measured))
+    measured: rep.Measured | str | None = None
+    if not args.no_measure:
+        why = rep.rtlsim_unavailable(args.project)
+        if why is None:
+            print(f"measuring: {args.instances} instances through the RTL simulation (builds it once) ...", flush=True)
+        measured = why or rep.measure_project(args.project, args.instances, args.seed, model)  # a failure exits 2
+        print(rep.format_measured(report, measured))
+    if args.json is not None:
+        write_json(api.report_json(report, measured), args.json)
+        print(f"wrote {args.json}")
     return 0
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
-    from ..codegen.estimate import estimate, family, format_fit, misfits, resolve_board
-    from ..codegen.project import project_rtl
+    from ..codegen.estimate import format_fit, misfits
 
-    sources, top, generated_for = project_rtl(args.project)
-    board = resolve_board(args.board or generated_for or "pynq-z2")
-    est = estimate(sources, top, family(board), timeout=args.timeout)
+    check_output_file(args.json, "--json")  # before the work (a Yosys synthesis)
+    est, board = api.estimate(args.project, board=args.board, timeout=args.timeout)
     print(format_fit(est, board))
+    if args.json is not None:
+        write_json(api.estimate_json(est, board), args.json)
+        print(f"wrote {args.json}")
     over = misfits(est, board)
     if over:
-        print(f"amp-hls: error: {top} does not fit {board.name}: {'; '.join(over)}", file=sys.stderr)
+        print(f"amp-hls: error: {est.top} does not fit {board.name}: {'; '.join(over)}", file=sys.stderr)
         return 1
     return 0

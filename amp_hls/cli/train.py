@@ -1,33 +1,62 @@
-"""``amp-hls train``: options, progress bar, summary, checkpoints and plot for one training run."""
+"""``amp-hls train | evaluate | predict``: options, progress bar, summary and files of a run, all
+through ``amp_hls.api`` (the Python API does the work; this module only reads options and prints).
+
+Options that set the run (``--mak``, ``--lr`` ...) default to "not given": then the config file's
+``[training]`` value applies, else the model's default. A flag the chosen mode would ignore is an
+error naming it, and so is a training setting given with ``--resume`` (a resumed cpu run keeps
+its checkpoint's settings; ``--epochs`` extends it). Under ``--distributed`` the server's
+checkpoint holds weights and optimizer state only, so a resumed job runs with the settings given.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
+from .. import api
+from ..config import RunConfig, load_config
+from ..datasets import Example, load_examples
+from ..distributed import DistributedOptions, writes_outputs
 from ..errors import AmpHlsError
-from ..models import MODELS
-from ..runtime.optim import OPTIMIZERS, OptimizerConfig
-from ..runtime.report import plot_curves, write_json
-from ..runtime.trainer import EpochRecord, TrainConfig, Trainer, TrainerBase
+from ..models import ModelSpec
+from ..output import check_output_file
+from ..runtime.optim import OPTIMIZERS
+from ..runtime.report import write_json
+from ..runtime.trainer import EpochRecord, TrainConfig
+from .graphs import MODEL_HELP, model_argument
 
 TRAIN_BACKENDS = ("cpu", "numpy-device", "csim", "rtlsim", "pynq")
+# the run's settings, by option destination: given ones override the config file and the model
+SETTINGS = ("mak", "muf", "epochs", "lr", "optimizer", "clip", "seed", "numerics", "target")
+SPLITS = ("train", "val", "test", "all")
+
+
+def add_data_arguments(p: argparse.ArgumentParser) -> None:
+    """The model and its data, as every command that runs examples takes them."""
+    p.add_argument("model", type=model_argument, help=MODEL_HELP)
+    p.add_argument("--data", type=Path, help="your data file instead of the model's: .jsonl, .csv or .npz "
+                   "(docs/your-model.md, Data files)")
+    p.add_argument("--dataset-size", help="examples drawn from the model's data set, or 'all' (ggsnn-qm9: "
+                   "default 4000, or $AMP_HLS_QM9_SIZE)")
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", choices=sorted(MODELS), help="zoo model (see `amp-hls models`)")
+    add_data_arguments(p)
+    p.add_argument("--config", type=Path, help="TOML run configuration ([training], [precision], [device], "
+                   "[nodes.<name>]); options given here win")
     p.add_argument("--mak", type=int, help="max active keys: instances in flight (model default)")
     p.add_argument("--muf", type=int, help="min update frequency: gradients per node update (model default)")
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, help="default adam")
     p.add_argument("--lr", type=float, help="learning rate (model default)")
-    p.add_argument("--clip", type=float, default=5.0, help="per-node gradient norm clip (0 = off)")
+    p.add_argument("--clip", type=float, help="per-node gradient norm clip, 0 = off (default 5)")
     p.add_argument("--epochs", type=int, help="maximum epochs (model default)")
-    p.add_argument("--seed", type=int, default=0, help="seeds data, weights and scheduling order")
-    p.add_argument("--numerics", choices=("float", "fixed"), default="float")
+    p.add_argument("--seed", type=int, help="seeds data, weights and scheduling order (default 0)")
+    p.add_argument("--numerics", choices=("float", "fixed"), help="default float")
     p.add_argument("--target", type=float, help="stop when the validation metric (accuracy, or MAE) reaches this (model default)")
     p.add_argument("--no-target", action="store_true", help="run every epoch, ignoring any target")
     p.add_argument("--sync", action="store_true", help="synchronous minibatch baseline (batch = mak)")
@@ -38,73 +67,126 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
                    "Verilator; pynq: a board running --bitstream; all but cpu keep "
                    "weights on a host parameter server and need --numerics fixed")
     p.add_argument("--bitstream", type=Path, help="pynq: the generated <name>.bit (manifest.json beside it)")
-    p.add_argument("--n-sync", type=int, default=1,
-                   help="device backends: gradient dumps per node between weight pushes (default 1)")
+    p.add_argument("--n-sync", type=int,
+                   help="device backends, --distributed: gradient dumps per node between weight pushes (default 1)")
     p.add_argument("--distributed", action="store_true",
-                   help="under mpiexec: rank 0 is the parameter server, ranks 1..N train disjoint shards")
-    p.add_argument("--worker-timeout", type=float, default=30.0,
-                   help="--distributed: drop a worker silent this long (seconds)")
-    p.add_argument("--eval-every", type=float, default=10.0,
-                   help="--distributed: seconds between validations on the server")
+                   help="under mpiexec: rank 0 is the parameter server, ranks 1..N train disjoint shards (cpu backend)")
+    p.add_argument("--worker-timeout", type=float, help="--distributed: drop a worker silent this long (default 30 s)")
+    p.add_argument("--eval-every", type=float, help="--distributed: seconds between validations on the server (default 10)")
     p.add_argument("--warm-start", type=Path,
                    help="--distributed: start from the parameters of this checkpoint (e.g. one worker's run)")
-    p.add_argument("--project", type=Path, help="csim, rtlsim: where to generate the project (default build/)")
+    p.add_argument("--project", type=Path, help="csim, rtlsim: where to generate the project (default build/); "
+                   "pynq: the project or `amp-hls deploy` folder holding the bitstream")
     p.add_argument("--json", type=Path, help="write the run summary here")
-    p.add_argument("--plot", type=Path, help="write the validation metric vs wall time (PNG) here")
+    p.add_argument("--log", type=Path, help="append one line per epoch here as training goes (.csv or .jsonl)")
+    p.add_argument("--tensorboard", type=Path, help="write TensorBoard event files into this directory "
+                   "(needs tensorboardX: pip install 'amp-hls[tensorboard]')")
+    p.add_argument("--plot", type=Path, help="write loss and metric per epoch, training and validation (PNG) here")
     p.add_argument("--checkpoint", type=Path, help="save a checkpoint (.npz) here after every epoch")
-    p.add_argument("--resume", type=Path, help="continue from this checkpoint (its settings win)")
+    p.add_argument("--resume", type=Path, help="continue from this checkpoint with its settings (--epochs extends it)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    entry = MODELS[args.model]
-    d = entry.defaults
-    target = None if args.no_target else (args.target if args.target is not None else entry.target)
+def add_model_commands(sub: Any) -> None:
+    """``evaluate`` and ``predict``: a trained checkpoint on examples."""
+    p = sub.add_parser("evaluate", help="loss and metric of a trained checkpoint on a split of the data")
+    add_data_arguments(p)
+    p.add_argument("--checkpoint", type=Path, required=True, help="a checkpoint written by `amp-hls train --checkpoint`")
+    p.add_argument("--split", choices=SPLITS, default="test", help="which examples (default test)")
+    p.add_argument("--seed", type=int, default=0, help="the seed the data was split with (default 0)")
+    p.add_argument("--json", type=Path, help="write the evaluation here")
+    p.set_defaults(func=run_evaluate)
 
-    def given(value: Any, default: Any) -> Any:
-        # `--mak 0` must reach TrainConfig's check, not silently become the default
-        return default if value is None else value
+    p = sub.add_parser("predict", help="a trained checkpoint's predictions, one JSON line per example")
+    add_data_arguments(p)
+    p.add_argument("--checkpoint", type=Path, required=True, help="a checkpoint written by `amp-hls train --checkpoint`")
+    p.add_argument("--split", choices=SPLITS,
+                   help="which examples (default test; with --data: every example of the file, in order)")
+    p.add_argument("--seed", type=int, default=0, help="the seed the data was split with (default 0)")
+    p.add_argument("-o", "--output", type=Path, help="write the predictions here (.jsonl; default: standard output)")
+    p.set_defaults(func=run_predict)
 
-    return TrainConfig(
-        mak=given(args.mak, d.get("mak", 16)),
-        muf=given(args.muf, d.get("muf", 8)),
-        optimizer=OptimizerConfig(
-            args.optimizer, lr=given(args.lr, d.get("lr", 1e-3)), clip=args.clip or None
-        ),
-        epochs=given(args.epochs, d.get("epochs", 10)),
-        seed=args.seed,
-        numerics=args.numerics,
-        target=target,
-        sync=args.sync,
-    )
+
+# --- the rules of a mode -------------------------------------------------------------------------
+
+
+def _given(args: argparse.Namespace, *names: str) -> list[str]:
+    """The options among ``names`` (destinations) given on the command line, as written."""
+    return [f"--{n.replace('_', '-')}" for n in names if getattr(args, n) not in (None, False)]
+
+
+def check_flags(args: argparse.Namespace, config: RunConfig | None) -> None:
+    """Every flag must be one the chosen mode uses; and a resumed run takes no new settings."""
+    def refuse(flags: list[str], why: str) -> None:
+        if flags:
+            raise AmpHlsError(f"{', '.join(flags)}: {why}")
+
+    if args.distributed:
+        refuse(["--backend " + args.backend] if args.backend != "cpu" else [],
+               "--distributed trains on the cpu runtime only (each worker is a cpu trainer)")
+        refuse(_given(args, "sync"), "--distributed is asynchronous by design (--sync is the single-process baseline)")
+        refuse(_given(args, "bitstream", "project"), "these are for device backends, not --distributed")
+        refuse(_given(args, "log", "tensorboard"), "not written under --distributed: the server's --json "
+               "summary holds its validation history")
+    else:
+        refuse(_given(args, "worker_timeout", "eval_every", "warm_start"), "only with --distributed")
+        if args.backend == "cpu":
+            refuse(_given(args, "n_sync", "bitstream", "project"), "for device backends (--backend numpy-device, "
+                   "csim, rtlsim or pynq); the cpu backend updates in place")
+        else:
+            refuse(_given(args, "bitstream") if args.backend != "pynq" else [], "only with --backend pynq")
+            refuse(_given(args, "project") if args.backend not in ("csim", "rtlsim", "pynq") else [],
+                   "only with --backend csim or rtlsim (the project they generate) or pynq (a project "
+                   "or `amp-hls deploy` folder with its bitstream)")
+    if args.resume is not None and not args.distributed:  # a server checkpoint holds no settings
+        refuse(_given(args, *[s for s in SETTINGS if s != "epochs"], "no_target", "sync"),
+               "a resumed run keeps its checkpoint's settings; only --epochs may change (to extend it)")
+        if config is not None and (config.training or config.precision):
+            raise AmpHlsError(f"--resume with --config {args.config}: a resumed run keeps its checkpoint's "
+                              "settings; drop the file's [training] and [precision] sections")
+
+
+# --- commands ------------------------------------------------------------------------------------
+
+
+def config_from_args(args: argparse.Namespace, spec: ModelSpec | None = None,
+                     config: RunConfig | None = None) -> TrainConfig:
+    """The run's TrainConfig: each option given, else the config file's [training], else the
+    model's default (``api.training_config``)."""
+    if spec is None:
+        spec = api.load_model(args.model, data=args.data, dataset_size=args.dataset_size, config=config)
+    return api.training_config(spec, config=config, no_target=args.no_target, sync=args.sync,
+                               **{s: getattr(args, s) for s in SETTINGS})
 
 
 def run_train(args: argparse.Namespace) -> int:
-    entry = MODELS[args.model]
+    config = load_config(args.config) if args.config is not None else None
+    check_flags(args, config)
+    api.check_outputs(args.log, args.tensorboard, args.plot)  # before any data is read
+    if not args.distributed or writes_outputs():  # under mpiexec only the server writes them
+        for option, path in (("--json", args.json), ("--plot", args.plot), ("--checkpoint", args.checkpoint)):
+            check_output_file(path, option)
+    spec = api.load_model(args.model, data=args.data, dataset_size=args.dataset_size, config=config)
+    n_sync = args.n_sync if args.n_sync is not None else (config.training.get("n_sync") if config else None)
+    train_config = None if args.resume is not None and not args.distributed else config_from_args(args, spec, config)
     if args.distributed:
-        from ..distributed import DistributedOptions, run_distributed
-
-        options = DistributedOptions(
-            n_sync=args.n_sync, worker_timeout=args.worker_timeout, eval_every_s=args.eval_every,
-            checkpoint=args.checkpoint, resume=args.resume, warm_start=args.warm_start,
-            json=args.json, plot=args.plot,
-        )
-        return run_distributed(entry, config_from_args(args), options)
-    trainer: TrainerBase
+        assert train_config is not None
+        options: dict[str, Any] = {"checkpoint": args.checkpoint, "resume": args.resume,
+                                   "warm_start": args.warm_start, "json": args.json, "plot": args.plot}
+        for key, value in (("n_sync", n_sync), ("worker_timeout", args.worker_timeout),
+                           ("eval_every_s", args.eval_every)):
+            if value is not None:
+                options[key] = value
+        return api.train_distributed(spec, train_config, DistributedOptions(**options))
+    device: dict[str, Any] = {}
     if args.backend != "cpu":
-        if args.resume is not None:
-            raise AmpHlsError("--resume works with the cpu backend only")
-        from ..host.trainer import DeviceTrainer
-
-        trainer = DeviceTrainer(entry, config_from_args(args), args.backend, args.n_sync,
-                                project_dir=args.project, bitstream=args.bitstream)
-    elif args.resume is not None:
-        trainer = Trainer.resume(entry, args.resume, epochs=args.epochs)
-    else:
-        trainer = Trainer(entry, config_from_args(args))
+        device = {"n_sync": n_sync, "project": args.project, "bitstream": args.bitstream,
+                  "cache_slots": config.device.get("cache_slots") if config else None}
+    trainer = api.trainer_for(spec, train_config, backend=args.backend, resume=args.resume,
+                              epochs=args.epochs if args.resume is not None else None, **device)
     c = trainer.config
     print(
-        f"training {entry.name} on {trainer.splits.name} ({len(trainer.splits.train)} train / "
+        f"training {spec.name} on {trainer.splits.name} ({len(trainer.splits.train)} train / "
         f"{len(trainer.splits.val)} val / {len(trainer.splits.test)} test), "
         f"{'sync batch' if c.sync else 'async mak'}={c.mak} muf={c.muf} {c.optimizer.kind} "
         f"lr={c.optimizer.lr:g} numerics={c.numerics} target={c.target}",
@@ -117,21 +199,51 @@ def run_train(args: argparse.Namespace) -> int:
 
     def report(r: EpochRecord) -> None:
         if args.quiet:
-            print(f"epoch {r.epoch}: loss {r.train_loss:.4f} val_{entry.metric} {r.val_metric:.4f} "
+            print(f"epoch {r.epoch}: loss {r.train_loss:.4f} val_{spec.metric} {r.val_metric:.4f} "
                   f"({r.wall_s:.1f} s)", file=sys.stderr)
 
-    trainer.fit(checkpoint=args.checkpoint, on_epoch=report, progress_factory=bar)
-    summary = trainer.summary()
+    summary = api.fit(trainer, checkpoint=args.checkpoint, log=args.log, tensorboard=args.tensorboard,
+                      plot=args.plot, summary=args.json, on_epoch=report, progress_factory=bar)
     _print_summary(summary)
+    return 0
+
+
+def _examples(args: argparse.Namespace, spec: ModelSpec) -> list[Example]:
+    """The examples a checkpoint runs on: ``--split`` of the model's data (or of ``--data``'s);
+    ``predict --data FILE`` without ``--split``: every example of the file, in order."""
+    if args.split is None and args.data is not None:
+        return load_examples(args.data)
+    part = args.split or "test"
+    splits = spec.splits(args.seed)
+    return [*splits.train, *splits.val, *splits.test] if part == "all" else list(getattr(splits, part))
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    spec = api.load_model(args.model, data=args.data, dataset_size=args.dataset_size)
+    trained = api.load_predictor(spec, args.checkpoint)
+    result = api.evaluate(trained, _examples(args, spec))
+    unit = f" {spec.metric_unit}" if spec.metric_unit else ""
+    print(f"{spec.name} on {result.count} {args.split} examples: loss {result.loss:.4f}, "
+          f"{spec.metric} {result.metric:.4f}{unit}")
     if args.json is not None:
-        write_json(summary, args.json)
-    if args.plot is not None:
-        curve = [(r.wall_s, r.val_metric) for r in trainer.history]
-        label = f"validation {entry.metric}" + (f" ({entry.metric_unit})" if entry.metric_unit else "")
-        plot_curves({f"amp-hls {summary['mode']} ({summary['backend']})": curve}, args.plot,
-                    metric=label, target=c.target, title=f"{entry.name}: {label}")
-    if not summary["conservation_ok"]:
-        raise AmpHlsError(f"conservation check failed: {summary['conservation_problems']}")
+        write_json({"model": spec.name, "split": args.split, "examples": result.count, "loss": result.loss,
+                        "metric": spec.metric, spec.metric: result.metric, "metric_unit": spec.metric_unit},
+                       args.json)
+    return 0
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    spec = api.load_model(args.model, data=args.data, dataset_size=args.dataset_size)
+    trained = api.load_predictor(spec, args.checkpoint)
+    predictions = api.predict(trained, _examples(args, spec))
+    lines = (json.dumps({"example": i, **p.to_json()}) for i, p in enumerate(predictions))
+    if args.output is None:
+        for line in lines:
+            print(line)
+    else:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text("".join(f"{line}\n" for line in lines))
+        print(f"wrote {len(predictions)} predictions to {args.output}", file=sys.stderr)
     return 0
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..control import control_constants
 from ..design import DeviceDesign, DeviceOptions
 from ..errors import AmpHlsError
 from ..placement import Placement
@@ -82,6 +83,7 @@ def generate_hls(design: DeviceDesign, out_dir: str | Path) -> HlsProject:
         demux_args=", ".join(demux_ports),
         mux_args=", ".join(mux_ports),
         options=options,
+        control=control_constants(),  # the C-sim driver's control unit (amp_hls.control)
     )
 
     kernels, files = [], []

@@ -17,9 +17,11 @@ far (its default warnings are fatal in every build).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..control import SATURATION_BITS, control_constants
 from ..design import DeviceDesign, index_bits, port_reads
 from ..errors import AmpHlsError
 from ..kinds import KINDS
@@ -117,10 +119,24 @@ def render_boundary(design: DeviceDesign) -> str:
         demux_routes=wires.demux_routes,
         mux_routes=wires.mux_routes,
         route_bits=index_bits(routes),
+        control=control_constants(),  # amp_control, the control unit (amp_hls.control)
+        kernels=len(design.device_nodes),
     )
 
 
-def render_harness(design: DeviceDesign, nodes: list[str]) -> str:
+_SAT_PORT = re.compile(r"^\s*output\s+(?:wire|reg)\s+\[\s*(\d+)\s*:\s*0\s*\]\s+amp_sat\b", re.M)
+
+
+def counts_saturations(kernel_text: str) -> bool:
+    """Whether a rendered kernel module has the saturation counter port ``amp_sat``
+    (``SATURATION_BITS`` wide) that amp_top sums for the control channel's STATS."""
+    found = _SAT_PORT.search(kernel_text)
+    if found and int(found.group(1)) + 1 != SATURATION_BITS:
+        raise AmpHlsError(f"amp_sat is {int(found.group(1)) + 1} bits wide, not {SATURATION_BITS}")
+    return found is not None
+
+
+def render_harness(design: DeviceDesign, nodes: list[str], kernel_texts: dict[str, str] | None = None) -> str:
     """A module holding the kernels of ``nodes`` and the boundary side by side, unconnected, their
     ports prefixed ``<node>_`` (``demux_``, ``mux_``): one simulator build then tests them all (a
     Verilator build costs seconds, a run far less)."""
@@ -131,14 +147,15 @@ def render_harness(design: DeviceDesign, nodes: list[str]) -> str:
 
     kernels = [
         {"node": n, "module": design.nodes[n].top, "error": True,
+         "sat": counts_saturations(kernel_texts[n] if kernel_texts else render_kernel(design, n)),
          "ports": ports(list(design.nodes[n].ports), [port_reads(p) for p in design.nodes[n].ports])}
         for n in nodes
     ]
     demux = wires.demux_ports
-    kernels.append({"node": "demux", "module": "k_demux", "error": True,
+    kernels.append({"node": "demux", "module": "k_demux", "error": True, "sat": False,
                     "ports": ports(demux, [True] + [False] * (len(demux) - 1))})
     mux = wires.mux_ports
-    kernels.append({"node": "mux", "module": "k_mux", "error": False,
+    kernels.append({"node": "mux", "module": "k_mux", "error": False, "sat": False,
                     "ports": ports(mux, [True] * (len(mux) - 1) + [False])})
     return environment().get_template("rtl/harness.sv.j2").render(
         module=HARNESS, graph_name=design.graph.name, kernels=kernels
@@ -165,15 +182,16 @@ def generate_rtl(design: DeviceDesign, nodes: list[str], out_dir: str | Path) ->
     root.mkdir(parents=True, exist_ok=True)
     package = root / PACKAGE_FILE
     package.write_text(render_package(design.options.numerics))
-    kernels = {}
+    kernels, texts = {}, {}
     for name in nodes:
         path = root / f"k_{name}.sv"
-        path.write_text(render_kernel(design, name))
+        texts[name] = render_kernel(design, name)
+        path.write_text(texts[name])
         kernels[name] = path
     boundary = root / BOUNDARY_FILE
     boundary.write_text(render_boundary(design))
     harness = root / f"{HARNESS}.sv"
-    harness.write_text(render_harness(design, nodes))
+    harness.write_text(render_harness(design, nodes, texts))
     return RtlFiles(package, kernels, boundary, harness)
 
 
@@ -184,10 +202,13 @@ def missing_kinds(design: DeviceDesign) -> tuple[str, ...]:
     return tuple(sorted(kinds - set(rtl_kinds())))
 
 
-def render_top(design: DeviceDesign) -> str:
+def render_top(design: DeviceDesign, kernel_texts: dict[str, str] | None = None) -> str:
     """``amp_top``: ``k_demux``, ``k_mux`` and every device node's kernel, each stream of the
-    design through its own ``amp_fifo``."""
+    design through its own ``amp_fifo``, and the control unit ``amp_control``
+    (``kernel_texts``: the rendered kernels, node -> text, when the caller has them)."""
     wires = design.wiring
+    if kernel_texts is None:
+        kernel_texts = {name: render_kernel(design, name) for name in design.device_nodes}
     links = [
         dict(name=link.name, src=str(link.src), dst=str(link.dst), kind=link.kind.name,
              beats=link.max_message_beats, aw=design.fifo_address_bits[link.name])
@@ -195,7 +216,7 @@ def render_top(design: DeviceDesign) -> str:
     ]
     kernels = []
     for kernel in design.nodes.values():
-        kernels.append(dict(node=kernel.name, module=kernel.top, ports=[
+        kernels.append(dict(node=kernel.name, module=kernel.top, sat=counts_saturations(kernel_texts[kernel.name]), ports=[
             dict(port=p, stream=s, side="r" if port_reads(p) else "w")
             for p, s in zip(kernel.ports, kernel.streams, strict=True)
         ]))
@@ -207,6 +228,7 @@ def render_top(design: DeviceDesign) -> str:
         demux_streams=[r["stream"] for r in wires.demux_routes],
         mux_streams=[r["stream"] for r in wires.mux_routes],
         errors=["demux", *design.device_nodes],
+        control=control_constants(),
     )
 
 
@@ -223,7 +245,7 @@ def generate_top(design: DeviceDesign, out_dir: str | Path) -> list[Path]:
     for name in design.device_nodes:
         texts[f"k_{name}.sv"] = render_kernel(design, name)
     texts[BOUNDARY_FILE] = render_boundary(design)
-    texts[f"{TOP}.sv"] = render_top(design)
+    texts[f"{TOP}.sv"] = render_top(design, {name: texts[f"k_{name}.sv"] for name in design.device_nodes})
     root = Path(out_dir)
     root.mkdir(parents=True, exist_ok=True)
     paths = []

@@ -25,11 +25,12 @@ from ..ir import GraphCore, Linear
 from ..kernels import Kernel
 from ..kinds import cycle_model
 from ..message import Message
-from ..models import MODELS
+from ..models import MODELS, ModelSpec
 from ..models.inputs import Inputs
 from ..numerics import NumericConfig
 from ..placement import Placement
 from ..runtime import Engine
+from ..runtime.check import sample_instances
 from ..wire import Kind, message_beats
 from . import message_cycles
 
@@ -55,16 +56,18 @@ class _Tally:
         return self._kernel.backward(port, msgs)
 
 
-def sample_inputs(graph: GraphCore, n: int, seed: int = 0) -> list[Inputs]:
-    """``n`` training instances of the zoo model whose graph is ``graph`` (by graph name)."""
+def sample_inputs(graph: GraphCore, n: int, seed: int = 0, model: ModelSpec | None = None) -> list[Inputs]:
+    """``n`` training instances of ``model``, or of the zoo model whose graph is ``graph`` (by name)."""
+    if model is not None:
+        return sample_instances(model, graph, n, seed)
     for entry in MODELS.values():
         if entry.build().name == graph.name:
             examples = entry.data(seed).train[:n]
             if not examples:
                 raise AmpHlsError(f"model {entry.name!r} has no training instances")
-            return [entry.inputs(graph, e) for e in examples]
-    raise AmpHlsError(f"graph {graph.name!r} is no zoo model ({', '.join(MODELS)}): "
-                      "the report needs its sample instances to count messages")
+            return [entry.inputs(e) for e in examples]
+    raise AmpHlsError(f"graph {graph.name!r} is no zoo model ({', '.join(MODELS)}): the report needs "
+                      "sample instances to count messages: pass the model (--model path/to/model.py)")
 
 
 def count_messages(placement: Placement, inputs: Sequence[Inputs], seed: int = 0) -> dict[str, Load]:
@@ -185,7 +188,7 @@ def _linear_macs(node: Linear, load: Load) -> int:
     return sum(n * rows * per_row * (1 if port == "in0" else 2) for (port, rows), n in load.items())
 
 
-def _link_beats(placement: Placement, loads: dict[str, Load], muf: int) -> dict[str, float]:
+def link_beats(placement: Placement, loads: dict[str, Load], muf: int) -> dict[str, float]:
     """Beats through ``host_in``/``host_out`` for ``loads``: DATA on each edge channel (a forward
     one way, its gradient of the same rows the other), and a GRADS dump every ``muf`` gradients."""
     beats = {"host_in": 0.0, "host_out": 0.0}
@@ -251,7 +254,7 @@ def cycle_report(design: DeviceDesign, board: Board, inputs: Sequence[Inputs], s
             modelled,
         ))
     macs = sum(graph.nodes[nm].parallelism for nm in placement.device_nodes if isinstance(graph.nodes[nm], Linear))
-    beats = {k: v / n for k, v in _link_beats(placement, loads, options.muf).items()}
+    beats = {k: v / n for k, v in link_beats(placement, loads, options.muf).items()}
     return CycleReport(graph.name, board.name, board.clock_mhz, n, tuple(nodes), macs, beats,
                        board.resources.get("dsp", 0), safe_in_flight(placement, inputs, options.cache_slots, seed))
 
@@ -364,7 +367,8 @@ def measure_rtlsim(root: str | Path, inputs: Sequence[Inputs], mak: int, seed: i
         device.close()
 
 
-def project_report(root: str | Path, board: str | None = None, instances: int = 16, seed: int = 0) -> CycleReport:
+def project_report(root: str | Path, board: str | None = None, instances: int = 16, seed: int = 0,
+                   model: ModelSpec | None = None) -> CycleReport:
     """The cycle report of the project ``amp-hls generate`` wrote into ``root``, at the clock of
     ``board`` (default: the board the project was generated for)."""
     from ..codegen.boards import load_board
@@ -378,17 +382,17 @@ def project_report(root: str | Path, board: str | None = None, instances: int = 
         board = (manifest.get("board") or {}).get("name")
         if not isinstance(board, str):
             raise AmpHlsError(f"{root} names no board (an HLS-only project): pass --board")
-    inputs = sample_inputs(project.placement.graph, instances, seed)
+    inputs = sample_inputs(project.placement.graph, instances, seed, model)
     return cycle_report(project.design, load_board(board), inputs, seed)
 
 
-def measure_project(root: str | Path, instances: int = 16, seed: int = 0) -> Measured:
+def measure_project(root: str | Path, instances: int = 16, seed: int = 0, model: ModelSpec | None = None) -> Measured:
     """The RTL simulation's cycles for the report's sample instances, as many in flight as the
     tag caches hold by the sizing rule (``safe_in_flight``; more could lose a message or stall)."""
     from ..codegen.project import open_project
 
     project = open_project(root)
-    inputs = sample_inputs(project.placement.graph, instances, seed)
+    inputs = sample_inputs(project.placement.graph, instances, seed, model)
     mak = safe_in_flight(project.placement, inputs, project.options.cache_slots, seed)
     return measure_rtlsim(root, inputs, min(instances, mak), seed)
 

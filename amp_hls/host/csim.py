@@ -18,6 +18,7 @@ from .. import toolchain
 from ..codegen.hls import HlsProject
 from ..wire import WireMessage, decode_beats, encode_beats
 from .device import Device, DeviceError, DeviceTimeout
+from .settings import DeviceSettings
 
 # HLS pragmas are meant for Vitis; g++ is told to ignore them, and every other warning is an error.
 CXXFLAGS = ("-std=c++17", "-O2", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror", "-Wno-unknown-pragmas")
@@ -47,7 +48,7 @@ def build_csim(project: HlsProject, compiler: str = "g++", timeout: float = 600.
 class CsimDevice(Device):
     name = "csim"
 
-    def __init__(self, project: HlsProject, library: Path | None = None):
+    def __init__(self, project: HlsProject, library: Path | None = None, sticky: bool = False):
         super().__init__(project.placement)
         self.project = project
         self.library_path = library if library is not None else build_csim(project)
@@ -62,8 +63,17 @@ class CsimDevice(Device):
         lib.amp_pending_out.restype = ctypes.c_int
         lib.amp_error.restype = ctypes.c_char_p
         lib.amp_saturations.restype = ctypes.c_ulonglong
+        lib.amp_pending_in.restype = ctypes.c_int
+        lib.amp_set_sticky.argtypes = [ctypes.c_int]
         self._lib = lib
         lib.amp_reset()
+        self.set_sticky(sticky)
+
+    def set_sticky(self, on: bool) -> None:
+        """on: a kernel error only sets its flag (a CTRL STATUS reads it), as on hardware; off:
+        it is also a DeviceError with the kernel's message."""
+        self._lib.amp_set_sticky(int(on))
+        self.sticky = on
 
     def send(self, msgs: Sequence[WireMessage]) -> None:
         for m in msgs:
@@ -117,6 +127,15 @@ class CsimDevice(Device):
     @property
     def saturations(self) -> int:
         return int(self._lib.amp_saturations())
+
+    @property
+    def settings(self) -> DeviceSettings:
+        return DeviceSettings.of(self.project.options, f"the C simulation in {self.project.root}")
+
+    @property
+    def pending_in(self) -> int:
+        """host_in beats the simulation has not taken yet."""
+        return int(self._lib.amp_pending_in())
 
     def reset(self) -> None:
         self._lib.amp_reset()

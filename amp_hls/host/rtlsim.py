@@ -24,15 +24,24 @@ from pathlib import Path
 import numpy as np
 
 from .. import toolchain
-from ..codegen.project import open_design, project_rtl, write_project
+from ..codegen.project import open_design, project_board_rtl, project_rtl, write_project
 from ..codegen.rtl import missing_kinds
 from ..design import DeviceOptions, build_design
 from ..errors import AmpHlsError
 from ..ir import GraphCore
 from ..resources import hw_dir
 from ..toolchain import verilator_bin
-from ..wire import Kind, WireMessage, decode_beats, encode_beats
+from ..wire import (
+    ChannelMap,
+    Kind,
+    WireMessage,
+    decode_beats,
+    decode_bytes,
+    encode_beats,
+    message_beats,
+)
 from .device import Device, DeviceError, DeviceTimeout
+from .settings import DeviceSettings
 
 HARNESS = ("rtlsim", "amp_rtlsim.cpp")  # under hw/
 PREFIX = "Vamp_top"  # the model's class name, whatever the top is called: the harness includes it
@@ -86,6 +95,20 @@ def build_rtlsim(sources: Sequence[Path], top: str, build_dir: Path, timeout: fl
     return toolchain.cached_build(Path(build_dir) / f"libamp_rtlsim_{build_key(sources, top)}.so", verilate)
 
 
+def decode_packets(data: np.ndarray, last: np.ndarray, channels: ChannelMap) -> list[WireMessage]:
+    """host_out beats whose TLAST ends DMA packets of whole messages (``amp_pack``): decoded by
+    their headers; a TLAST that is not at the end of a message is an error."""
+    msgs = decode_bytes(np.ascontiguousarray(data, dtype="<u8").tobytes(), channels)
+    ends, pos = set(), 0
+    for m in msgs:
+        pos += message_beats(m.kind, m.payload.shape[0], m.payload.shape[1])
+        ends.add(pos - 1)
+    stray = [int(i) for i in np.flatnonzero(last) if int(i) not in ends]
+    if stray:
+        raise DeviceError(f"host_out TLAST at beat {stray[0]} is not at the end of a message")
+    return msgs
+
+
 def _errors(log: str, limit: int = 30) -> str:
     """The error lines of a build log (Verilator's and the compiler's), else its tail; the
     command lines make echoes are long, so each line is cut short."""
@@ -110,6 +133,11 @@ def _load(path: Path) -> ctypes.CDLL:
         "amp_since_beat": ([h], ctypes.c_ulonglong),
         "amp_error": ([h], ctypes.c_char_p),
         "amp_set_backpressure": ([h, ctypes.c_uint, ctypes.c_uint, ctypes.c_ulonglong], None),
+        "amp_arm_out": ([h, ctypes.c_long], None),
+        "amp_out_allowed": ([h], ctypes.c_long),
+        "amp_set_error_fatal": ([h, ctypes.c_int], None),
+        "amp_error_flag": ([h], ctypes.c_int),
+        "amp_set_stop_when_blocked": ([h, ctypes.c_int], None),
     }
     for name, (args, res) in signatures.items():
         fn = getattr(lib, name)
@@ -119,13 +147,24 @@ def _load(path: Path) -> ctypes.CDLL:
 
 class RtlsimDevice(Device):
     """The design in a generated project directory (``rtl/*.sv``, ``manifest.json``,
-    ``graph.json``), simulated cycle by cycle."""
+    ``graph.json``), simulated cycle by cycle.
+
+    ``board=True`` simulates what the rtl flow's bitstream holds instead of ``amp_top`` alone:
+    ``amp_board``, amp_top with ``amp_pack`` on host_out, whose TLAST ends a DMA packet of
+    several messages. ``sticky=True`` reports amp_error no more than the board does (its host
+    reads the error flags on the control channel); otherwise amp_error is a DeviceError once
+    each time it rises."""
 
     name = "rtlsim"
 
-    def __init__(self, project_dir: str | Path, library: Path | None = None):
+    def __init__(self, project_dir: str | Path, library: Path | None = None, board: bool = False,
+                 sticky: bool = False):
         root = Path(project_dir)
-        sources, top, _ = project_rtl(root)
+        if board:
+            sources, top = project_board_rtl(root)
+        else:
+            sources, top, _ = project_rtl(root)
+        self.board = board
         self.design = open_design(root)
         super().__init__(self.design.placement)
         self.root = root
@@ -133,6 +172,7 @@ class RtlsimDevice(Device):
         self.library_path = library if library is not None else build_rtlsim(sources, top, root / "build")
         self._lib = _load(self.library_path)
         self._h: int | None = self._lib.amp_new()
+        self.set_sticky(sticky)
         # time spent clocking the model, wall and CPU (a shared machine stretches the first)
         self.sim_s = self.sim_cpu_s = 0.0
 
@@ -165,7 +205,12 @@ class RtlsimDevice(Device):
         data, last = self.pop_beats()
         if len(data) and not last[-1]:
             raise DeviceError("the design went idle in the middle of a host_out message")
-        msgs = decode_beats(data, last, self.channels) if len(data) else []
+        if not len(data):
+            msgs = []
+        elif self.board:  # TLAST ends a packet of whole messages
+            msgs = decode_packets(data, last, self.channels)
+        else:
+            msgs = decode_beats(data, last, self.channels)
         self.counters.received += len(msgs)
         self.counters.grads_dumps += sum(m.kind is Kind.GRADS for m in msgs)
         return msgs
@@ -199,6 +244,50 @@ class RtlsimDevice(Device):
                     f"RTL simulation still busy after {timeout} s: {self.cycles} cycles, none of the "
                     f"last {self._lib.amp_since_beat(h)} moved a beat on host_in or host_out, "
                     f"{self._lib.amp_pending_in(h)} host_in beats not taken")
+
+    def run(self, max_cycles: int = CYCLES_PER_CALL) -> bool:
+        """Clock up to ``max_cycles``: True once idle (or, with ``stop_when_blocked``, once
+        nothing can move); DeviceError on an error the harness reports."""
+        start, cpu = time.perf_counter(), time.process_time()
+        cycles = self._lib.amp_run(self._handle, max_cycles)
+        self.sim_s += time.perf_counter() - start
+        self.sim_cpu_s += time.process_time() - cpu
+        if cycles == -2:
+            raise DeviceError(f"RTL simulation: {self._lib.amp_error(self._handle).decode()}")
+        return cycles >= 0
+
+    @property
+    def settings(self) -> DeviceSettings:
+        return DeviceSettings.of(self.design.options, f"the RTL simulation in {self.root}")
+
+    def set_sticky(self, on: bool) -> None:
+        """on: amp_error is no DeviceError (the host reads the error flags on the control
+        channel, as a board's does); off: it is one, each time it rises."""
+        self._lib.amp_set_error_fatal(self._handle, int(not on))
+        self.sticky = on
+
+    # the ends of a simulated AXI DMA (host/pynq_sim.py) ------------------------------------------
+    @property
+    def pending_in(self) -> int:
+        """host_in beats the design has not taken yet."""
+        return int(self._lib.amp_pending_in(self._handle))
+
+    def arm_out(self, beats: int) -> None:
+        """host_out ready for up to ``beats`` beats and no further than the first TLAST, as an
+        armed S2MM transfer is (-1: always ready; 0: never)."""
+        self._lib.amp_arm_out(self._handle, beats)
+
+    @property
+    def out_allowed(self) -> int:
+        return int(self._lib.amp_out_allowed(self._handle))
+
+    def stop_when_blocked(self, on: bool = True) -> None:
+        """``run`` and ``settle`` also return once nothing can move, beats still waiting."""
+        self._lib.amp_set_stop_when_blocked(self._handle, int(on))
+
+    @property
+    def amp_error(self) -> bool:
+        return bool(self._lib.amp_error_flag(self._handle))
 
     def pop_beats(self, limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Take beats waiting on host_out (at most ``limit``)."""

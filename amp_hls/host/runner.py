@@ -3,6 +3,11 @@
 The loop admits instances while fewer than ``mak`` are in flight, runs the host part until it
 settles, ships what crosses the boundary to the device as wire messages, and routes what comes
 back: DATA to the host nodes, GRADS to ``on_grads`` (the parameter server, or a test).
+
+Faults: a device with a control channel (``amp_hls.control``) is asked for its status when it
+stops answering and, with ``check_status``, at the end of every ``run``; error flags become a
+``DeviceError`` naming the kernels. ``abandon`` drops the instances in flight (after the
+device's soft reset has dropped their messages there), so a run can go on with both sides empty.
 """
 
 from __future__ import annotations
@@ -12,14 +17,15 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..kernels.host import SourceKernel
+from ..control import is_stats, parse_stats
+from ..kernels.host import LossKernel, SourceKernel
 from ..message import Direction, Message, Tag
 from ..models.inputs import Inputs
 from ..numerics import NumericConfig, quantize
 from ..placement import Placement, pack_params
 from ..runtime import Engine
 from ..wire import Kind, WireMessage
-from .device import Device, DeviceError
+from .device import Device, DeviceError, DeviceFault, DeviceTimeout
 
 
 class HostRunner:
@@ -31,15 +37,21 @@ class HostRunner:
         seed: int = 0,
         timeout: float = 30.0,
         on_grads: Callable[[WireMessage], None] | None = None,
+        check_status: bool = False,
     ):
         self.placement = placement
         self.device = device
         self.numerics = numerics
         self.timeout = timeout
+        self.seed = seed
         self.host = Engine(placement.graph, numerics, seed=seed, members=placement.host_nodes)
         self.received: list[WireMessage] = []  # every message the device sent, in order
         self.on_grads = on_grads if on_grads is not None else (lambda m: None)
         self.next_key = 0
+        self.check_status = check_status and device.supports_control
+        self.dropped = 0  # instances abandoned after a device fault
+        self.pending: deque[Inputs] = deque()  # instances not admitted yet
+        self.last_status = None  # the device's last status answer (amp_hls.control.DeviceStatus)
 
     def active_keys(self) -> set[int]:
         keys: set[int] = set()
@@ -59,8 +71,11 @@ class HostRunner:
         self.device.send(msgs)
 
     def run(self, instances: Sequence[Inputs], mak: int = 1) -> None:
-        """Push every instance through forward and backward (training) with ``mak`` in flight."""
-        pending = deque(instances)
+        """Push every instance through forward and backward (training) with ``mak`` in flight.
+        Instances not yet admitted when an error is raised stay queued (``pending``): after
+        ``abandon``, ``run([])`` goes on with them."""
+        pending = self.pending
+        pending.extend(instances)
         while True:
             while pending and len(self.active_keys()) < mak:
                 self.host.inject(self.next_key, pending.popleft())
@@ -69,23 +84,70 @@ class HostRunner:
             outgoing = [self._to_wire(edge, msg) for edge, msg in self.host.take_outbox()]
             if outgoing:
                 self.device.send(outgoing)
-            incoming = self.device.recv(self.timeout)
+            try:
+                incoming = self.device.poll(self.timeout, expect=bool(self.active_keys()))
+            except DeviceTimeout as exc:
+                self._explain(exc)
+                raise
             for m in incoming:
                 self._route(m)
             if not outgoing and not incoming and self.host.idle:
                 if self.active_keys():
-                    raise DeviceError(
+                    lost = DeviceError(
                         f"no progress with instances {sorted(self.active_keys())[:5]} in flight: "
                         "a message was lost on the device"
                     )
+                    self._explain(lost)
+                    raise lost
                 if not pending:
+                    if self.check_status:
+                        self.check()
                     return
+
+    def check(self, timeout: float | None = None) -> None:
+        """Ask the device for its status; DeviceError if it reports an error."""
+        status, others = self.device.status(self.timeout if timeout is None else timeout)
+        self.last_status = status
+        for m in others:
+            self._route(m)
+        if status.faulty:
+            raise self.device.fault(status)
+
+    def _explain(self, exc: DeviceError) -> None:
+        """A device that stopped answering: its status says why, if it has one to give."""
+        if not self.device.supports_control:
+            return
+        try:
+            self.check(min(self.timeout, 5.0))
+        except DeviceFault as fault:
+            raise fault from exc
+        except DeviceError:
+            pass  # no answer either: the original error stands
+
+    def abandon(self) -> int:
+        """Drop every instance in flight on the host (after the device dropped their messages in
+        a soft reset): a fresh host engine, the losses of finished instances kept. Returns how
+        many were dropped."""
+        lost = len(self.active_keys())
+        results = {n: list(k.results) for n, k in self.host.kernels.items() if isinstance(k, LossKernel)}
+        self.host = Engine(self.placement.graph, self.numerics, seed=self.seed, members=self.placement.host_nodes)
+        for name, records in results.items():
+            kernel = self.host.kernels[name]
+            assert isinstance(kernel, LossKernel)
+            kernel.results.extend(records)
+        self.dropped += lost
+        return lost
 
     def _to_wire(self, edge, msg: Message) -> WireMessage:  # type: ignore[no-untyped-def]
         ch = self.placement.edge_channel(edge)
         return WireMessage(ch.channel, Kind.DATA, msg.direction, msg.tag, np.asarray(msg.payload, dtype=np.int64))
 
     def _route(self, m: WireMessage) -> None:
+        if is_stats(m):  # an answer nobody waits for any more (a probe's): only an error matters
+            status = parse_stats(m)
+            if status.faulty:
+                raise self.device.fault(status)
+            return
         self.received.append(m)
         ch = self.placement.channel(m.channel)
         if m.kind is Kind.GRADS:

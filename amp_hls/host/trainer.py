@@ -21,7 +21,7 @@ from ..datasets import Example, Splits
 from ..errors import AmpHlsError
 from ..ir import Graph
 from ..kernels import ParamKernel
-from ..models import ModelEntry
+from ..models import ModelSpec
 from ..numerics import NumericConfig, quantize
 from ..placement import Placement, place
 from ..runtime import Engine
@@ -29,14 +29,18 @@ from ..runtime.trainer import Evaluation, TrainConfig, TrainerBase, drain_losses
 from .device import Device, DeviceError
 from .runner import HostRunner
 from .server import ParameterServer
+from .settings import SAMPLE, check_run, messages_per_instance
 
 BACKENDS = ("numpy-device", "csim", "rtlsim", "pynq")
 
 
 def make_device(
     backend: str, graph: Graph, placement: Placement, numerics: NumericConfig, muf: int,
-    project_dir: Path | None, cache_slots: int, bitstream: Path | None = None,
+    project_dir: Path | None, cache_slots: int, bitstream: Path | None = None, max_in_flight: int | None = None,
 ) -> Device:
+    """The device of ``backend``: csim and rtlsim generate their project (into ``project_dir``)
+    for this run's settings; pynq loads a bitstream generated before (``bitstream``, or the
+    bitstream of the project or deployment folder ``project_dir``)."""
     if backend == "numpy-device":
         from .cpu import CpuDevice
 
@@ -47,20 +51,23 @@ def make_device(
         from .csim import CsimDevice
 
         root = project_dir if project_dir is not None else Path("build") / f"{graph.name}_hls"
-        options = DeviceOptions(numerics=numerics, muf=muf, cache_slots=cache_slots)
+        options = DeviceOptions(numerics=numerics, muf=muf, cache_slots=cache_slots, max_in_flight=max_in_flight)
         return CsimDevice(write_project(build_design(graph, options), root, rtl=False))
     if backend == "rtlsim":
         from ..design import DeviceOptions
         from .rtlsim import RtlsimDevice
 
         root = project_dir if project_dir is not None else Path("build") / f"{graph.name}_rtl"
-        return RtlsimDevice.generate(graph, root, DeviceOptions(numerics=numerics, muf=muf, cache_slots=cache_slots))
+        return RtlsimDevice.generate(graph, root, DeviceOptions(numerics=numerics, muf=muf, cache_slots=cache_slots,
+                                                                max_in_flight=max_in_flight))
     if backend == "pynq":
         from .pynq import PynqDevice
 
-        if bitstream is None:
-            raise AmpHlsError("--backend pynq needs --bitstream PATH (the generated <name>.bit)")
-        return PynqDevice(bitstream)
+        where = bitstream if bitstream is not None else project_dir
+        if where is None:
+            raise AmpHlsError("--backend pynq needs --project DIR (a generated project or an `amp-hls deploy` "
+                              "folder) or --bitstream PATH (the generated <name>.bit)")
+        return PynqDevice(where)
     raise AmpHlsError(f"unknown device backend {backend!r}; available: {', '.join(BACKENDS)}")
 
 
@@ -69,7 +76,7 @@ class DeviceTrainer(TrainerBase):
 
     def __init__(
         self,
-        entry: ModelEntry,
+        entry: ModelSpec,
         config: TrainConfig,
         backend: str = "numpy-device",
         n_sync: int = 1,
@@ -78,6 +85,8 @@ class DeviceTrainer(TrainerBase):
         timeout: float = 30.0,
         bitstream: Path | None = None,
         device: Device | None = None,
+        cache_slots: int | None = None,
+        max_recoveries: int = 3,
     ):
         if config.sync:
             raise AmpHlsError("a device trains asynchronously; --sync is a CPU-runtime baseline")
@@ -86,20 +95,30 @@ class DeviceTrainer(TrainerBase):
         super().__init__(entry, config, splits)
         self.backend = backend
         self.n_sync = n_sync
-        self.numerics = NumericConfig("fixed")
+        self.numerics = config.numeric_config()
         self.placement = place(self.graph)
         init = Engine(self.graph, self.numerics, seed=config.seed, members=self.placement.device_nodes)
         initial = {n: dict(k.params) for n, k in init.kernels.items() if isinstance(k, ParamKernel)}
-        # An instance can leave one cache entry per loop iteration at a node (up to 20 in the
-        # zoo's lists), so the tag tables must hold about mak x that many.
-        cache_slots = max(64, 24 * config.mak)
+        # The sizing rule: the tag tables hold mak x the most messages one instance leaves at a
+        # node (a loop leaves one per trip: up to 20 in the zoo's lists), counted on the data.
+        self.per_instance = messages_per_instance(
+            self.placement, [self.entry.inputs(e) for e in self.splits.train[:SAMPLE]])
+        if cache_slots is None:
+            cache_slots = max(64, config.mak * self.per_instance)
         self.device = device if device is not None else make_device(
-            backend, self.graph, self.placement, self.numerics, config.muf, project_dir, cache_slots, bitstream
+            backend, self.graph, self.placement, self.numerics, config.muf, project_dir, cache_slots, bitstream,
+            max_in_flight=config.mak,
         )
+        settings = self.device.settings
+        if settings is not None:  # what the device was generated for must be this run's
+            check_run(settings, self.numerics, config.muf, config.mak, self.per_instance)
         self.server = ParameterServer(self.placement, self.numerics, config.optimizer, initial, config.muf, n_sync)
         self.device.send(self.server.weights_messages())
         self.runner = HostRunner(self.placement, self.device, self.numerics, seed=config.seed, timeout=timeout,
-                                 on_grads=lambda m: self.server.apply(m, self.device.send))
+                                 on_grads=lambda m: self.server.apply(m, self.device.send), check_status=True)
+        self.timeout = timeout
+        self.max_recoveries = max_recoveries
+        self.faults: list[dict[str, Any]] = []  # every device fault recovered from
         self.eval_engine = Engine(self.graph, self.numerics, train=False, max_batch=1024)
         self.rng = np.random.default_rng(config.seed + 2)
 
@@ -110,13 +129,47 @@ class DeviceTrainer(TrainerBase):
         chunk = max(1, self.config.mak * 8)  # progress updates without slowing the loop
         for lo in range(0, len(examples), chunk):
             part = examples[lo : lo + chunk]
-            self.runner.run([self.entry.inputs(self.graph, e) for e in part], mak=self.config.mak)
+            self._run([self.entry.inputs(e) for e in part])
             if progress is not None:
                 progress(len(part))
         self.train_s += time.perf_counter() - start
         self.instances += len(examples)
         self.epoch += 1
         return self.metrics(drain_losses(self.runner.host))
+
+    def _run(self, instances: list) -> None:
+        """The runner on ``instances``; a device fault is recovered from (``recover``) up to
+        ``max_recoveries`` times in the run, and training goes on."""
+        while True:
+            try:
+                self.runner.run(instances, mak=self.config.mak)
+                return
+            except DeviceError as exc:
+                if len(self.faults) >= self.max_recoveries or not self.recover(exc):
+                    raise
+                instances = []  # those not admitted yet are still queued in the runner
+
+    def recover(self, exc: DeviceError) -> bool:
+        """After a device error: the device's soft reset (its kernels emptied, weights kept), the
+        instances in flight dropped on the host as on the device, the server's weights sent
+        again (a WEIGHTS message may have been in a FIFO the reset emptied). False when the
+        device cannot be reset (it does not answer): the error stands."""
+        try:
+            status, dropped_messages, after = self.device.recover(min(self.timeout, 10.0))
+        except DeviceError:
+            return False
+        lost = self.runner.abandon()
+        self.device.send(self.server.weights_messages())
+        for m in after:
+            self.runner._route(m)
+        self.faults.append({
+            "epoch": self.epoch,
+            "error": str(exc),
+            "status": self.device.describe(status) if status is not None else None,
+            "instances_dropped": lost,
+            "messages_dropped": dropped_messages,
+        })
+        return True
 
     def evaluate(self, examples: Sequence[Example]) -> Evaluation:
         """The numpy fixed-point forward on the weights the device last received."""
@@ -127,7 +180,7 @@ class DeviceTrainer(TrainerBase):
         i = 0
         while i < len(examples) or self.eval_engine.active_keys:
             while i < len(examples) and self.eval_engine.active_keys < 1024:
-                self.eval_engine.inject(i, self.entry.inputs(self.graph, examples[i]))
+                self.eval_engine.inject(i, self.entry.inputs(examples[i]))
                 i += 1
             self.eval_engine.run()
         loss, metric = self.metrics(drain_losses(self.eval_engine))
@@ -141,6 +194,9 @@ class DeviceTrainer(TrainerBase):
             if checkpoint is not None:
                 self.save(checkpoint)
             raise
+
+    def parameters(self) -> dict[str, dict[str, np.ndarray]]:
+        return self.server.params()
 
     def save(self, path: Path) -> None:
         """The parameter server's masters and optimizer state (npz + JSON, no pickle)."""
@@ -160,5 +216,8 @@ class DeviceTrainer(TrainerBase):
                           for n, s in self.server.nodes.items()},
             "grads_dumps": self.server.dumps,
             "device": asdict(self.device.counters),
+            "faults": list(self.faults),
+            "instances_dropped": self.runner.dropped,
+            "messages_per_instance": self.per_instance,
         }
 

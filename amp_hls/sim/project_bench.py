@@ -4,8 +4,9 @@ for bit against the numpy device model (``host.cpu.CpuDevice``).
 
 ``write_testbench(project)`` (``amp-hls testbench PROJECT``) writes ``PROJECT/tb/``: the cocotb
 bench ``amp_top_tb.py`` (``templates/testbench``; the host nodes run inside the simulator and talk
-to amp_top through host_in/host_out with random stalls) and ``test_amp_top.py``, so that
-``pytest PROJECT/tb`` builds ``PROJECT/rtl`` and runs it. Everything the bench needs is here or in
+to amp_top through host_in/host_out with random stalls), the instances it runs
+(``instances.json``: a model's examples, ``amp-hls testbench PROJECT --model FILE``) and
+``test_amp_top.py``, so that ``pytest PROJECT/tb`` builds ``PROJECT/rtl`` and runs it. Everything the bench needs is here or in
 the installed package: the AXI-stream drivers and the Verilator runner are ``amp_hls.sim``.
 
 ``check(...)`` is the whole comparison: the same instances, weights and mak through the numpy
@@ -36,18 +37,20 @@ from ..host.runner import HostRunner
 from ..ir import GraphCore, Loss, Source
 from ..kernels import ParamKernel
 from ..message import Direction, Tag
-from ..models import MODELS, Inputs
+from ..models import MODELS, Inputs, ModelSpec
 from ..placement import Placement
 from ..resources import templates_dir
 from ..runtime import Engine
+from ..runtime.check import sample_instances
 from .runner import RtlTestFailure, build, run
 from ..wire import Kind, WireMessage
 from ..codegen.jinja import environment
-from ..codegen.project import open_project
+from ..codegen.project import open_project, project_rtl
 
 TB_DIR = "tb"
 BENCH = "amp_top_tb"  # the cocotb module (templates/testbench/amp_top_tb.py)
 TEST_FILE = "test_amp_top.py"
+INSTANCES_FILE = "instances.json"  # what the bench feeds amp_top, written with it
 WEIGHTS_VERSION = 1
 
 
@@ -56,16 +59,11 @@ WEIGHTS_VERSION = 1
 
 def rtl_sources(root: Path) -> tuple[str, list[Path]]:
     """The top and the sources, in compile order, of the RTL that ``amp-hls generate`` wrote."""
-    manifest = json.loads((root / "manifest.json").read_text())
-    rtl = manifest.get("rtl") or {}
-    if "top" not in rtl:
-        lacking = ", ".join(rtl.get("missing_kinds", [])) or "unknown (regenerate the project)"
-        raise AmpHlsError(f"{root} holds no RTL design; node kinds without an RTL kernel: {lacking}")
-    sources = [root / "rtl" / name for name in rtl["sources"]]
+    sources, top, _ = project_rtl(root)  # a manifest without RTL, or a corrupt one: AmpHlsError
     missing = [str(s) for s in sources if not s.is_file()]
     if missing:
         raise AmpHlsError(f"the project in {root} lacks {', '.join(missing)}: regenerate it")
-    return rtl["top"], sources
+    return top, sources
 
 
 def project_setup(root: Path, weights_seed: int | None) -> tuple[Placement, DeviceOptions, dict[str, dict[str, np.ndarray]]]:
@@ -87,7 +85,7 @@ def zoo_instances(graph: GraphCore, n: int, seed: int) -> list[Inputs] | None:
     for entry in MODELS.values():
         model = entry.build()
         if model.to_json() == doc:
-            return [entry.inputs(model, e) for e in entry.data(seed).train[:n]]
+            return [entry.inputs(e) for e in entry.data(seed).train[:n]]
     return None
 
 
@@ -117,7 +115,11 @@ def random_instances(graph: GraphCore, n: int, seed: int) -> list[Inputs]:
     return out
 
 
-def instances_for(graph: GraphCore, n: int, seed: int) -> list[Inputs]:
+def instances_for(graph: GraphCore, n: int, seed: int, model: ModelSpec | None = None) -> list[Inputs]:
+    """``n`` instances of ``model`` (checked against ``graph``), else of the zoo model that is
+    ``graph``, else random ones (graphs without control flow)."""
+    if model is not None:
+        return sample_instances(model, graph, n, seed)
     return zoo_instances(graph, n, seed) or random_instances(graph, n, seed)
 
 
@@ -290,20 +292,30 @@ def check_errors(root: str | Path, work_dir: Path, cache_dir: Path) -> dict[str,
 # --- writing the testbench ------------------------------------------------------------------------
 
 
-def write_testbench(root: str | Path, instances: int = 8, mak: Sequence[int] = (1, 3), seed: int = 0) -> list[Path]:
-    """Write ``root/tb``: the cocotb bench and a pytest file that runs it (``pytest root/tb``)."""
+def write_testbench(root: str | Path, instances: int = 8, mak: Sequence[int] = (1, 3), seed: int = 0,
+                    model: ModelSpec | None = None) -> list[Path]:
+    """Write ``root/tb``: the cocotb bench, the instances it runs (``instances.json``: those of
+    ``model``, else as ``instances_for`` finds them) and a pytest file (``pytest root/tb``)."""
     root = Path(root)
     if instances < 1 or min(mak, default=0) < 1:
         raise AmpHlsError("a testbench needs at least one instance and every mak at least 1")
     top, _ = rtl_sources(root)  # no RTL, no testbench: fails before anything is written
-    graph = open_project(root).placement.graph
-    instances_for(graph, 1, seed)  # a graph this bench cannot feed fails now, not under pytest
+    project = open_project(root)
+    graph = project.placement.graph
+    slots = project.options.cache_slots
+    if max(mak) > slots:  # each instance in flight takes a tag-table entry in every caching kernel
+        raise AmpHlsError(f"mak {max(mak)} is beyond the project's cache_slots {slots}: "
+                          f"keep every --mak within it (or regenerate with more --cache-slots)")
+    inputs = instances_for(graph, instances, seed, model)  # a graph it cannot feed fails now
     tb = root / TB_DIR
     tb.mkdir(exist_ok=True)
     bench = tb / f"{BENCH}.py"
     shutil.copyfile(templates_dir() / "testbench" / f"{BENCH}.py", bench)
+    stimulus = tb / INSTANCES_FILE
+    stimulus.write_text(json.dumps(encode_instances(inputs)) + "\n")
     test = tb / TEST_FILE
     test.write_text(environment().get_template(f"testbench/{TEST_FILE}.j2").render(
-        graph_name=graph.name, top=top, instances=instances, mak=list(mak), seed=seed))
-    return [bench, test]
+        graph_name=graph.name, top=top, instances=len(inputs), mak=list(mak), seed=seed,
+        instances_file=INSTANCES_FILE))
+    return [bench, stimulus, test]
 

@@ -85,7 +85,8 @@ inline void write_header(Stream& s, uint32_t direction, uint32_t kind, const Tag
 
 constexpr int EPB16 = wire::ELEMENTS_PER_BEAT_DATA;  // 16-bit elements per beat
 
-// Payload rows of 16-bit elements (DATA, WEIGHTS), each row padded to whole beats.
+// Payload rows of 16-bit elements (DATA, WEIGHTS), each row padded to whole beats. Rows beyond
+// MAX_ROWS (a malformed message: an error) are read off the stream but stored nowhere.
 template <int MAX_ROWS, int W>
 inline void read_rows(Stream& s, uint32_t rows, int16_t buf[MAX_ROWS][W]) {
     if (rows < 1 || rows > MAX_ROWS) AMP_FAIL("message rows outside [1, max_rows]");
@@ -93,12 +94,14 @@ inline void read_rows(Stream& s, uint32_t rows, int16_t buf[MAX_ROWS][W]) {
         for (int b = 0; b < (W + EPB16 - 1) / EPB16; ++b) {
             const uint64_t d = beat_data(s.read());
             for (int e = 0; e < EPB16; ++e)
-                if (b * EPB16 + e < W) buf[r][b * EPB16 + e] = (int16_t)(uint16_t)(d >> (16 * e));
+                if (b * EPB16 + e < W && r < (uint32_t)MAX_ROWS) buf[r][b * EPB16 + e] = (int16_t)(uint16_t)(d >> (16 * e));
         }
 }
 
+// At most MAX_ROWS rows: after an error a row count may be out of range, never the index.
 template <int MAX_ROWS, int W>
 inline void write_rows(Stream& s, uint32_t rows, const int16_t buf[MAX_ROWS][W]) {
+    if (rows > (uint32_t)MAX_ROWS) rows = MAX_ROWS;
     const int beats = (W + EPB16 - 1) / EPB16;
     for (uint32_t r = 0; r < rows; ++r)
         for (int b = 0; b < beats; ++b) {
@@ -128,7 +131,7 @@ inline void pass_message(Stream& from, Stream& to, const Header& h, const Tag& t
 
 // Skips the rest of a message (after an error), so the stream stays in step.
 inline void drain_message(Stream& s) {
-    while (!s.read().last) {
+    while (!beat_last(s.read())) {
     }
 }
 
@@ -169,9 +172,14 @@ struct TagTable {
         AMP_FAIL("tag table full");
         return 0;
     }
+    // The slot of t, freed. An unknown tag is an error; the slot returned then is 0 (never a
+    // negative index), whose contents the failed message must not be trusted with.
     int take(const Tag& t) {
         const int i = find(t);
-        if (i < 0) AMP_FAIL("no forward entry for this tag");
+        if (i < 0) {
+            AMP_FAIL("no forward entry for this tag");
+            return 0;
+        }
         valid[i] = false;
         return i;
     }
@@ -204,7 +212,10 @@ struct HeldHeader {
 
 // Row tags of Ungroup / Group: row i of n has (i, n) pushed on its parent's state.
 inline Tag row_tag(const Tag& parent, uint32_t i, uint32_t n) {
-    if (parent.len + 2 > wire::STATE_WORDS) AMP_FAIL("no room on the state for a row index (i, n)");
+    if (parent.len + 2 > wire::STATE_WORDS) {
+        AMP_FAIL("no room on the state for a row index (i, n)");
+        return parent;
+    }
     Tag t = parent;
     t.s[t.len++] = i;
     t.s[t.len++] = n;
@@ -214,10 +225,18 @@ inline Tag row_tag(const Tag& parent, uint32_t i, uint32_t n) {
 // The parent tag of a row tag, and its row index i of n; fails unless the state ends in (i, n)
 // with 0 <= i < n.
 inline Tag parent_tag(const Tag& t, uint32_t& i, uint32_t& n) {
-    if (t.len < 2) AMP_FAIL("tag does not end in a row index (i, n)");
+    if (t.len < 2 || t.len > wire::STATE_WORDS) {
+        AMP_FAIL("tag does not end in a row index (i, n)");
+        i = 0;
+        n = 1;
+        return t;
+    }
     i = t.s[t.len - 2];
     n = t.s[t.len - 1];
-    if (i >= n) AMP_FAIL("row index i outside [0, n)");
+    if (i >= n) {
+        AMP_FAIL("row index i outside [0, n)");
+        i = 0;
+    }
     Tag p = t;
     p.len -= 2;
     p.s[p.len] = 0;

@@ -11,6 +11,13 @@
 // the build flattens the design so all of it sits in that object), so with these inputs the
 // design can never move again. The check runs after quiet stretches that double in length, so a
 // long computation costs few comparisons.
+//
+// For a simulated board (amp_hls/host/pynq_sim.py) the harness can also act as the AXI DMA's
+// ends: host_out is ready only while an S2MM transfer is armed (amp_arm_out: up to N beats, and
+// no further than the first TLAST, where a DMA transfer ends), amp_error only reported once per
+// rising edge or not at all (the board's host learns of errors from the control channel), and
+// a run may stop as soon as nothing can move (amp_set_stop_when_blocked): the inputs held and one
+// clock that changes nothing, even with host_in beats waiting or a host_out beat not taken.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -49,6 +56,10 @@ struct Sim {
     // AMP_BACKPRESSURE_BITS random bits falls below the threshold (FULL = always, 0 = never).
     uint32_t in_valid = FULL, out_ready = FULL;
     bool offered = false;  // host_in offered its beat last cycle and it was not taken
+    long out_allowed = -1;  // host_out beats the armed S2MM transfer still takes (-1: no limit)
+    bool error_fatal = true;  // amp_error stops a run (-2), once per rising edge
+    bool error_reported = false;
+    bool stop_when_blocked = false;
     uint64_t rng = 0x9E3779B97F4A7C15ull;
     std::string error;
 
@@ -78,6 +89,7 @@ struct Sim {
         error.clear();
         offered = false;
         since_beat = 0;
+        error_reported = false;
         top->host_in_TVALID = 0;
         top->host_in_TDATA = 0;
         top->host_in_TLAST = 0;
@@ -108,7 +120,7 @@ struct Sim {
             }
             // While quiet, TREADY holds steady (it matters only when host_out offers a beat), so
             // the inputs of two quiet cycles are equal and their states can be compared.
-            const bool ready = out_ready > 0 && (quiet > 0 || out_ready >= FULL || draw() < out_ready);
+            const bool ready = out_allowed != 0 && out_ready > 0 && (quiet > 0 || out_ready >= FULL || draw() < out_ready);
             top->host_out_TREADY = ready;
             top->ap_clk = 0;
             top->eval();
@@ -124,6 +136,7 @@ struct Sim {
             since_beat = took || gave ? 0 : since_beat + 1;
             if (took) in.pop_front();
             if (gave) {
+                if (out_allowed > 0) out_allowed = beat.last ? 0 : out_allowed - 1;
                 if (keep != FULL_KEEP) {
                     char text[96];
                     std::snprintf(text, sizeof text, "host_out gave a beat with TKEEP=0x%02x: wire beats are whole", keep);
@@ -132,11 +145,17 @@ struct Sim {
                 }
                 out.push_back(beat);
             }
-            if (top->amp_error) {
+            if (!top->amp_error) {
+                error_reported = false;
+            } else if (error_fatal && !error_reported) {
+                error_reported = true;
                 error = "the design raised amp_error: a kernel or the boundary saw a message it cannot take";
                 return -2;
             }
-            if (took || gave || !in.empty() || top->host_out_TVALID) {
+            // blocked: nothing moved, host_in's beat (if any) held offered, host_out not taking
+            const bool held = in.empty() || offered;
+            const bool blocked = stop_when_blocked && !took && !gave && held && (!top->host_out_TVALID || !ready);
+            if (!blocked && (took || gave || !in.empty() || top->host_out_TVALID)) {
                 quiet = 0;
                 next_check = FIRST_CHECK;
                 armed = false;
@@ -204,6 +223,20 @@ unsigned long long amp_cycles(void* h) { return static_cast<Sim*>(h)->cycles; }
 unsigned long long amp_since_beat(void* h) { return static_cast<Sim*>(h)->since_beat; }
 
 const char* amp_error(void* h) { return static_cast<Sim*>(h)->error.c_str(); }
+
+// host_out for a simulated S2MM transfer: ready for up to beats beats and no further than the
+// first TLAST (-1: always ready, the default; 0: never).
+void amp_arm_out(void* h, long beats) { static_cast<Sim*>(h)->out_allowed = beats; }
+
+long amp_out_allowed(void* h) { return static_cast<Sim*>(h)->out_allowed; }
+
+// fatal 1 (the default): amp_run returns -2 when amp_error rises; 0: it never does.
+void amp_set_error_fatal(void* h, int fatal) { static_cast<Sim*>(h)->error_fatal = fatal != 0; }
+
+int amp_error_flag(void* h) { return static_cast<Sim*>(h)->top->amp_error ? 1 : 0; }
+
+// 1: a run also ends when nothing can move (see the top of this file).
+void amp_set_stop_when_blocked(void* h, int on) { static_cast<Sim*>(h)->stop_when_blocked = on != 0; }
 
 // Back-pressure as thresholds out of FULL (FULL: every cycle, 0: never), and the draws' seed.
 void amp_set_backpressure(void* h, unsigned in_valid, unsigned out_ready, unsigned long long seed) {
