@@ -75,6 +75,17 @@ def structural_messages(graph: GraphCore) -> int:
     return most
 
 
+def _dynamic(graph: GraphCore) -> bool:
+    """Whether an instance can leave more than one message at a port: a loop or an Ungroup."""
+    from ..ir.validate import strongly_connected
+
+    succ: dict[str, list[str]] = {}
+    for e in graph.edges:
+        succ.setdefault(e.src.node, []).append(e.dst.node)
+    loops = any(len(c) > 1 for c in strongly_connected(graph.nodes, succ))
+    return loops or any(node.kind == "ungroup" for node in graph.nodes.values())
+
+
 def messages_per_instance(placement: Placement, inputs: Sequence[Inputs]) -> int:
     """The most forward messages one instance of ``inputs`` (the first ``SAMPLE``) leaves at
     one input port of one device node, trained forward and backward on the numpy runtime; at
@@ -152,7 +163,7 @@ def generation_options(spec, graph: GraphCore, options: DeviceOptions, *, muf_gi
     defaults = dict(getattr(spec, "defaults", {}) or {})
     muf = options.muf if muf_given or "muf" not in defaults else int(defaults["muf"])
     per = structural_messages(graph)
-    if spec is not None:
+    if spec is not None and _dynamic(graph):  # a static graph leaves one message per port: no data needed
         try:
             splits = spec.splits(0)
         except AmpHlsError:  # its data cannot be loaded here (an extra): the graph's bound
