@@ -91,7 +91,10 @@ def test_the_testbench_passes_with_every_top_called_through_its_top_function(pro
         if found is None:
             pytest.skip("no package ships Xilinx's ap_int headers here (pip install 'amp-hls[hlstypes]')")
         flags = ["-isystem", str(found), *AP_TYPES]
-    for top in [None, *_tops(project)]:
+    # every kernel compiles with the headers in each case; list-rnn's tops are called in turn
+    # with the shim only (the bench itself is the same C++ either way)
+    tops = [None, *_tops(project)] if headers == "shim" or model == "mlp" else [None]
+    for top in tops:
         exe = _build(project, tmp_path / f"tb_{top}", *flags, top=top)
         run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
         assert run.returncode == 0 and "all match the numpy device model" in run.stdout, (top, run.stdout)
