@@ -1,5 +1,5 @@
 // amp_fifo: the AXI-stream FIFO on every stream between two kernels of amp_top (one per
-// codegen.hls.wiring() link). Hand-written and shared by every generated design.
+// stream of amp_hls.design.DeviceDesign.wiring). Hand-written and shared by every generated design.
 //
 // 2**AW entries of {TLAST, TDATA} in a memory written and read synchronously (so it maps to
 // block or distributed RAM), plus one output register: first-word-fall-through, one beat per
