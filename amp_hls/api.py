@@ -320,14 +320,7 @@ def format_report(result: CycleReport, measured: Measured | str | None = None) -
 
 def report_json(result: CycleReport, measured: Measured | str | None = None) -> dict[str, Any]:
     """The report as a JSON document: every field, what follows from them, and the measurement."""
-    doc = asdict(result)
-    bottleneck = result.bottleneck
-    doc.update(bottleneck=bottleneck.name if bottleneck is not None else None,
-               cycles_per_instance=result.cycles_per_instance, instances_per_s=result.instances_per_s,
-               macs_per_instance=result.macs_per_instance, dsp_peak=result.dsp_peak,
-               unmodelled=result.unmodelled)
-    for node, load_ in zip(doc["nodes"], result.nodes):
-        node["cycles"] = load_.cycles
+    doc = result.to_json()
     if isinstance(measured, Measured):
         doc["measured"] = {**asdict(measured), "cycles_per_instance": measured.cycles_per_instance}
     else:
