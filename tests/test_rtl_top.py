@@ -222,7 +222,7 @@ def test_generate_writes_the_design_and_its_manifest_entry(tmp_path: Path) -> No
     entry = json.loads((project / "manifest.json").read_text())["rtl"]
     device = place(graph).device_nodes
     assert entry["top"] == "amp_top"
-    assert entry["sources"] == ["amp_pkg.sv", "amp_fifo.sv", *(f"k_{n}.sv" for n in device), "boundary.sv", "amp_top.sv"]
+    assert entry["sources"] == ["amp_pkg.sv", *rtl.LIBRARY_FILES, *(f"k_{n}.sv" for n in device), "boundary.sv", "amp_top.sv"]
     assert sorted(p.name for p in (project / "rtl").iterdir()) == sorted(entry["sources"])
     top = (project / "rtl" / "amp_top.sv").read_text()
     design = build_design(graph)

@@ -42,6 +42,9 @@ PACKAGE_FILE = "amp_pkg.sv"
 HARNESS = "amp_harness"
 TOP = "amp_top"  # the connected design: boundary, kernels and one FIFO per stream
 FIFO_FILE = "amp_fifo.sv"  # hand-written, in hw/rtl
+# The hand-written parametric library (hw/rtl) every design is compiled with, in compile order:
+# the stream FIFO, the one memory and the one tag table every kernel keeps its state in.
+LIBRARY_FILES = (FIFO_FILE, "amp_ram.sv", "amp_tag_table.sv")
 BOUNDARY_FILE = "boundary.sv"
 
 
@@ -169,10 +172,12 @@ class RtlFiles:
     boundary: Path
     harness: Path
 
+    library: tuple[Path, ...]  # the hw/rtl modules the kernels instantiate
+
     @property
     def sources(self) -> list[Path]:
-        """In compile order: the package first."""
-        return [self.package, *self.kernels.values(), self.boundary, self.harness]
+        """In compile order: the package first, then the library."""
+        return [self.package, *self.library, *self.kernels.values(), self.boundary, self.harness]
 
 
 def generate_rtl(design: DeviceDesign, nodes: list[str], out_dir: str | Path) -> RtlFiles:
@@ -182,6 +187,7 @@ def generate_rtl(design: DeviceDesign, nodes: list[str], out_dir: str | Path) ->
     root.mkdir(parents=True, exist_ok=True)
     package = root / PACKAGE_FILE
     package.write_text(render_package(design.options.numerics))
+    library = tuple(_copy_library(root))
     kernels, texts = {}, {}
     for name in nodes:
         path = root / f"k_{name}.sv"
@@ -192,7 +198,16 @@ def generate_rtl(design: DeviceDesign, nodes: list[str], out_dir: str | Path) ->
     boundary.write_text(render_boundary(design))
     harness = root / f"{HARNESS}.sv"
     harness.write_text(render_harness(design, nodes, texts))
-    return RtlFiles(package, kernels, boundary, harness)
+    return RtlFiles(package, kernels, boundary, harness, library)
+
+
+def _copy_library(root: Path) -> list[Path]:
+    """The library modules (LIBRARY_FILES) copied into ``root``, in compile order."""
+    paths = []
+    for name in LIBRARY_FILES:
+        (root / name).write_text((hw_dir() / "rtl" / name).read_text())
+        paths.append(root / name)
+    return paths
 
 
 def missing_kinds(design: DeviceDesign) -> tuple[str, ...]:
@@ -240,8 +255,8 @@ def generate_top(design: DeviceDesign, out_dir: str | Path) -> list[Path]:
     missing = missing_kinds(design)
     if missing:
         raise AmpHlsError(f"graph {design.graph.name!r}: no RTL kernel for node kind(s) {', '.join(missing)}")
-    texts = {PACKAGE_FILE: render_package(design.options.numerics),
-             FIFO_FILE: (hw_dir() / "rtl" / FIFO_FILE).read_text()}
+    texts = {PACKAGE_FILE: render_package(design.options.numerics)}
+    texts.update({name: (hw_dir() / "rtl" / name).read_text() for name in LIBRARY_FILES})
     for name in design.device_nodes:
         texts[f"k_{name}.sv"] = render_kernel(design, name)
     texts[BOUNDARY_FILE] = render_boundary(design)

@@ -1,0 +1,26 @@
+// amp_ram: the one memory every kernel keeps its per-tag rows, parts and weights in.
+// Hand-written and shared by every generated design.
+//
+// 2**AW words of W bits, one write port and one synchronous read port (read-first: a read and a
+// write of one address in one cycle return the old word), no reset on the array: the shape that
+// Yosys and Vivado map to block RAM (or LUT-RAM when small). A kernel that needs word `a` in cycle
+// t presents `a` with `re` in cycle t-1.
+module amp_ram #(
+    parameter integer W = 64,  // bits per word
+    parameter integer AW = 4   // address bits: 2**AW words; at least 1
+) (
+    input  wire          ap_clk,
+    input  wire          we,
+    input  wire [AW-1:0] waddr,
+    input  wire [W-1:0]  wdata,
+    input  wire          re,
+    input  wire [AW-1:0] raddr,
+    output reg  [W-1:0]  rdata
+);
+  reg [W-1:0] mem [0:(1 << AW) - 1];
+
+  always @(posedge ap_clk) begin
+    if (we) mem[waddr] <= wdata;
+    if (re) rdata <= mem[raddr];
+  end
+endmodule
