@@ -45,6 +45,7 @@ from amp_hls.design import DeviceOptions, build_design
 from amp_hls.errors import AmpHlsError
 from amp_hls.ir import Graph
 from amp_hls.placement import place
+from amp_hls.runtime.traffic import structural_messages
 
 N_MSGS = 6  # messages per phase; the cache holds them all, so forwards never wait for a slot
 SLOTS = 8
@@ -237,7 +238,9 @@ def test_report_counts_dynamic_rows() -> None:
     per_instance = max(max(n for (p, _), n in count_messages(placement, [i])[name].items() if not p.endswith("_grad"))
                        for i in inputs for name in placement.device_nodes)
     assert per_instance > 1
-    assert report.safe_in_flight == 64 // per_instance
+    # and the graph's own bound (an Ungroup of up to 20 rows) holds whatever the samples are,
+    # as the host sizes its runs (runtime.traffic)
+    assert report.safe_in_flight == 64 // max(per_instance, structural_messages(graph))
     assert safe_in_flight(placement, inputs, per_instance - 1) == 1  # never below one
 
 

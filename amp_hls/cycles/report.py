@@ -31,6 +31,7 @@ from ..numerics import NumericConfig
 from ..placement import Placement
 from ..runtime import Engine
 from ..runtime.check import sample_instances
+from ..runtime.traffic import messages_per_instance
 from ..wire import Kind, message_beats
 from . import message_cycles
 
@@ -210,19 +211,13 @@ def link_beats(placement: Placement, loads: dict[str, Load], muf: int) -> dict[s
     return beats
 
 
-def safe_in_flight(placement: Placement, inputs: Sequence[Inputs], cache_slots: int, seed: int = 0) -> int:
+def safe_in_flight(placement: Placement, inputs: Sequence[Inputs], cache_slots: int) -> int:
     """The most instances in flight for which every tag cache keeps to the sizing rule: ``mak``
-    times the most forward messages one instance leaves at a node fits ``cache_slots``. Loops
-    leave one message per trip, so a list model's longest sample list sets it."""
-    most = 1
-    for i, instance in enumerate(inputs):
-        for load in count_messages(placement, [instance], seed + i).values():
-            forwards = Counter[str]()
-            for (port, _), n in load.items():
-                if not port.endswith("_grad"):
-                    forwards[port] += n
-            most = max(most, *forwards.values(), 1)
-    return max(1, cache_slots // most)
+    times the most forward messages one instance leaves at a node fits ``cache_slots`` (the same
+    count the host sizes and checks runs by: ``runtime.traffic``). Loops leave one message per
+    trip, so a list model's longest sample list sets it."""
+    per = messages_per_instance(placement.graph, placement.device_nodes, inputs)
+    return max(1, cache_slots // per)
 
 
 def cycle_report(design: DeviceDesign, board: Board, inputs: Sequence[Inputs], seed: int = 0) -> CycleReport:
@@ -256,7 +251,7 @@ def cycle_report(design: DeviceDesign, board: Board, inputs: Sequence[Inputs], s
     macs = sum(graph.nodes[nm].parallelism for nm in placement.device_nodes if isinstance(graph.nodes[nm], Linear))
     beats = {k: v / n for k, v in link_beats(placement, loads, options.muf).items()}
     return CycleReport(graph.name, board.name, board.clock_mhz, n, tuple(nodes), macs, beats,
-                       board.resources.get("dsp", 0), safe_in_flight(placement, inputs, options.cache_slots, seed))
+                       board.resources.get("dsp", 0), safe_in_flight(placement, inputs, options.cache_slots))
 
 
 def _num(x: float) -> str:
@@ -393,7 +388,7 @@ def measure_project(root: str | Path, instances: int = 16, seed: int = 0, model:
 
     project = open_project(root)
     inputs = sample_inputs(project.placement.graph, instances, seed, model)
-    mak = safe_in_flight(project.placement, inputs, project.options.cache_slots, seed)
+    mak = safe_in_flight(project.placement, inputs, project.options.cache_slots)
     return measure_rtlsim(root, inputs, min(instances, mak), seed)
 
 

@@ -9,26 +9,25 @@ another precision, and a loop model with too many instances in flight can fill a
 deadlock. ``check_run`` refuses such a run, naming each setting and both ways to fix it.
 
 ``messages_per_instance`` is the sizing rule's other factor: the most forward messages one
-instance leaves at one device node (a loop leaves one per trip), counted on the numpy runtime.
+instance leaves at one device node (a loop leaves one per trip), counted on the numpy runtime
+(``runtime.traffic``, which the cycle report sizes by too).
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..design import DeviceOptions
 from ..errors import AmpHlsError
 from ..ir import GraphCore
-from ..kernels import Kernel
-from ..message import Message
 from ..models.inputs import Inputs
 from ..numerics import NumericConfig
 from ..placement import Placement
-from ..runtime import Engine
+from ..runtime import traffic
+from ..runtime.traffic import SAMPLE, is_dynamic, structural_messages
 
-SAMPLE = 512  # instances counted at most (the graph's own bound is taken too)
+__all__ = ["SAMPLE", "structural_messages"]  # re-exported: the trainers and tests size by them
 
 
 class SettingsError(AmpHlsError):
@@ -50,58 +49,9 @@ class DeviceSettings:
         return cls(options.numerics, options.muf, options.cache_slots, options.max_in_flight, source)
 
 
-class _Count:
-    """A kernel's stand-in in the engine counting the forward messages it is handed, per key."""
-
-    def __init__(self, kernel: Kernel, counts: Counter[tuple[str, int]]):
-        self._kernel = kernel
-        self._counts = counts
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._kernel, name)
-
-    def forward(self, port: int, msgs: Sequence[Message], train: bool = True) -> object:
-        for m in msgs:
-            self._counts[(f"in{port}", m.tag.key)] += 1
-        return self._kernel.forward(port, msgs, train)
-
-
-def structural_messages(graph: GraphCore) -> int:
-    """A lower bound the graph itself gives: an Ungroup leaves one message per row of its input."""
-    most = 1
-    for name, node in graph.nodes.items():
-        if node.kind == "ungroup":
-            most = max(most, graph.input_spec(name, 0).max_rows)
-    return most
-
-
-def _dynamic(graph: GraphCore) -> bool:
-    """Whether an instance can leave more than one message at a port: a loop or an Ungroup."""
-    from ..ir.validate import strongly_connected
-
-    succ: dict[str, list[str]] = {}
-    for e in graph.edges:
-        succ.setdefault(e.src.node, []).append(e.dst.node)
-    loops = any(len(c) > 1 for c in strongly_connected(graph.nodes, succ))
-    return loops or any(node.kind == "ungroup" for node in graph.nodes.values())
-
-
 def messages_per_instance(placement: Placement, inputs: Sequence[Inputs]) -> int:
-    """The most forward messages one instance of ``inputs`` (the first ``SAMPLE``) leaves at
-    one input port of one device node, trained forward and backward on the numpy runtime; at
-    least the graph's own bound (``structural_messages``)."""
-    engine = Engine(placement.graph, NumericConfig("fixed"), seed=0)
-    counts: dict[str, Counter[tuple[str, int]]] = {}
-    for name in placement.device_nodes:
-        counts[name] = Counter()
-        engine.kernels[name] = _Count(engine.kernels[name], counts[name])  # type: ignore[assignment]
-    for key, instance in enumerate(inputs[:SAMPLE]):
-        engine.inject(key, instance)
-        if key % 256 == 255:
-            engine.run()
-    engine.run()
-    most = max((n for c in counts.values() for n in c.values()), default=1)
-    return max(most, structural_messages(placement.graph))
+    """The sizing rule's count (runtime.traffic) at ``placement``'s device nodes."""
+    return traffic.messages_per_instance(placement.graph, placement.device_nodes, inputs)
 
 
 def sized_options(per_instance: int, numerics: NumericConfig, muf: int, mak: int | None = None,
@@ -163,7 +113,7 @@ def generation_options(spec, graph: GraphCore, options: DeviceOptions, *, muf_gi
     defaults = dict(getattr(spec, "defaults", {}) or {})
     muf = options.muf if muf_given or "muf" not in defaults else int(defaults["muf"])
     per = structural_messages(graph)
-    if spec is not None and _dynamic(graph):  # a static graph leaves one message per port: no data needed
+    if spec is not None and is_dynamic(graph):  # a static graph leaves one message per port: no data needed
         try:
             splits = spec.splits(0)
         except AmpHlsError:  # its data cannot be loaded here (an extra): the graph's bound
