@@ -66,6 +66,9 @@ def test_generate_sizes_the_device_for_the_models_training_run():
         sized_options(20, FIXED, 1, mak=4, cache_slots=40)
     with pytest.raises(SettingsError, match="holds no instance"):
         sized_options(20, FIXED, 1, cache_slots=10)
+    # a --mak whose tables would exceed the limit names --mak and the most it may be
+    with pytest.raises(SettingsError, match=r"--mak 300 x 20 .* give at most --mak 204"):
+        sized_options(20, FIXED, 1, mak=300)
 
 
 @pytest.mark.gxx

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ..design import DeviceOptions
 from ..errors import AmpHlsError
-from ..ir import GraphCore
+from ..ir import LIMITS, GraphCore
 from ..models.inputs import Inputs
 from ..numerics import NumericConfig
 from ..placement import Placement
@@ -62,6 +62,11 @@ def sized_options(per_instance: int, numerics: NumericConfig, muf: int, mak: int
     if cache_slots is None:
         mak = mak if mak is not None else default_mak
         cache_slots = mak * per_instance
+        if cache_slots > LIMITS.max_cache_slots:
+            most = LIMITS.max_cache_slots // per_instance
+            raise SettingsError(f"--mak {mak} x {per_instance} messages per instance needs {cache_slots} cache slots, "
+                                f"more than a kernel's tag table may have ({LIMITS.max_cache_slots}): "
+                                f"give at most --mak {most}")
     elif mak is None:
         mak = cache_slots // per_instance
         if mak < 1:
