@@ -7,7 +7,9 @@ beat stored. The part that completes a tag is followed by the joined message: it
 state beat (``EMIT_CYCLES``), then its payload. Ports are served round robin, so with every input
 busy one part of each arrives per joined message: the interval between two messages accepted on
 any one input is a whole join. A gradient takes ``PART_CYCLES`` plus the gradient header and state
-beat, then one beat in and out (to every input at once) per cycle.
+beat, then one beat in and out (to every input at once) per cycle. The parts are RAMs read a
+cycle ahead of the beat that uses them (addressed as the state beat or the beat before goes
+out), so they add no cycle.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ own payload beats (``rows x`` its beats per row). Backward (``out<j>_grad``): th
 control cycles and one per beat read into the join entry; the part that completes a tag then
 writes in0_grad (header, state and the input's beats per row). Which part completes a tag depends
 on arrival order, so each port is charged an equal share of that write: summed over the ports,
-the model gives the cycles of one whole tag.
+the model gives the cycles of one whole tag. The buffer and the parts are RAMs read a cycle
+ahead (the first beat's address goes out with the state beat, each next one with a beat), so
+they add no cycle.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 ``tests/test_rtl_rows.py`` writes the stimulus (JSON, path in ``AMP_SIM_STIMULUS``: one entry per
 kernel, all run at once) and checks what this bench records (``AMP_SIM_RESULT``: per kernel the
 messages out on each port, the count of extra ones, amp_error, the most tag-table entries busy at
-once -- read from ``u_<node>.used`` inside the harness --, and why it failed, if it timed out)
+once -- read from ``u_<node>.tags.used`` (its amp_tag_table) inside the harness --, and why it failed, if it timed out)
 against the numpy kernels. The
 bench knows nothing of the kind: it feeds each forward input port its messages in the order given,
 answers every forward output with the gradient the stimulus holds for that output's tag, and
@@ -91,7 +91,7 @@ async def _bench(dut, stim: dict) -> dict:  # type: ignore[no-untyped-def]
         "bwd": _Span(dut, p, ["out0_grad"], [q for q in BACKWARD_OUT if q in expect]),
     }
 
-    used = getattr(dut, f"u_{p.removesuffix('_')}").used  # the tag table's busy entries
+    used = getattr(dut, f"u_{p.removesuffix('_')}").tags.used  # the tag table's busy entries
     peak = 0  # most entries busy at once
 
     async def monitor() -> None:

