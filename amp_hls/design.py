@@ -9,9 +9,10 @@ wiring on its own, so no two of them can disagree.
 
 Stream names: every IR edge with a device end becomes a forward stream ``fwd_<i>`` and a backward
 stream ``bwd_<i>`` (``i`` = the edge's index in the graph); every device node with parameters gets
-``params_<n>`` (WEIGHTS in) and ``grads_<n>`` (GRADS out). Kernel ports are named after the node's
-ports: ``in0`` (forward in) / ``in0_grad`` (gradient out), ``out0`` (forward out) / ``out0_grad``
-(gradient in), ``params`` / ``grads``; the boundary kernels are ``k_demux`` and ``k_mux``.
+``params_<n>`` (WEIGHTS in) and ``grads_<n>`` (GRADS out); every device Loss node gets ``loss_<n>``
+(LOSS out, to the host). Kernel ports are named after the node's ports: ``in0`` (forward in) /
+``in0_grad`` (gradient out), ``out0`` (forward out) / ``out0_grad`` (gradient in), ``params`` /
+``grads``, ``loss``; the boundary kernels are ``k_demux`` and ``k_mux``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 from .control import CONTROL_CHANNEL, CONTROL_NAME, MAX_KERNELS, STATS_FIELDS
 from .errors import AmpHlsError
-from .ir import LIMITS, EdgeSpec, GraphCore, Node
+from .ir import LIMITS, EdgeSpec, GraphCore, Loss, Node
 from .kinds import KindRow, kind_row
 from .numerics import NumericConfig
 from .placement import Placement, place
@@ -72,7 +73,8 @@ class DeviceOptions:
 
 
 def kernel_ports(node: Node) -> list[str]:
-    """A kernel's stream ports, in argument order: per input, per output, then the parameters."""
+    """A kernel's stream ports, in argument order: per input, per output, then the parameters
+    (or a Loss node's ``loss``, its LOSS reports to the host)."""
     ports = []
     for i in range(node.n_inputs):
         ports += [f"in{i}", f"in{i}_grad"]
@@ -80,14 +82,39 @@ def kernel_ports(node: Node) -> list[str]:
         ports += [f"out{j}", f"out{j}_grad"]
     if node.param_shapes():
         ports += ["params", "grads"]
+    if isinstance(node, Loss):
+        ports.append("loss")
     return ports
 
 
 def port_reads(port: str) -> bool:
     """Whether a kernel reads the stream on ``port``: forward inputs, incoming gradients, weights."""
-    if port in ("params", "grads"):
+    if port in ("params", "grads", "loss"):
         return port == "params"
     return port.startswith("in") != port.endswith("_grad")
+
+
+def skips_dx(graph: GraphCore, name: str) -> bool:
+    """Whether device node ``name`` leaves out its input gradient: a Linear fed straight by a host
+    source, whose backward only completes the message (nothing uses its payload), or a Loss fed
+    its prediction on the device and its target by a host source (the target's zero gradient).
+    Such a kernel runs no dx loop and sends nothing on ``in0_grad`` (a Loss: ``in1_grad``, so
+    the device sends only its LOSS reports for an instance); the host answers the source itself
+    (``host/runner.py``), so every edge still sees one backward per forward (contracts.md)."""
+    node = graph.nodes[name]
+    if node.kind == "loss":  # a device loss's target from a host source: its zero gradient (in1)
+        pred, target = graph.edge_into(name, 0), graph.edge_into(name, 1)
+        return (pred is not None and target is not None and graph.nodes[pred.src.node].placement == "device"
+                and graph.nodes[target.src.node].kind == "source")
+    if node.kind != "linear":
+        return False
+    edge = graph.edge_into(name, 0)
+    return edge is not None and graph.nodes[edge.src.node].kind == "source"
+
+
+def dx_skipped(placement: Placement) -> frozenset[str]:
+    """The device nodes that skip their dx (``skips_dx``)."""
+    return frozenset(n for n in placement.device_nodes if skips_dx(placement.graph, n))
 
 
 @dataclass(frozen=True)
@@ -103,10 +130,10 @@ class StreamEnd:
 class StreamLink:
     """One stream between two kernels: exactly one writer and one reader."""
 
-    name: str  # fwd_<i>, bwd_<i>, params_<node>, grads_<node>
+    name: str  # fwd_<i>, bwd_<i>, params_<node>, grads_<node>, loss_<node>
     src: StreamEnd  # the kernel port that writes it
     dst: StreamEnd  # the kernel port that reads it
-    kind: Kind  # what it carries (DATA, WEIGHTS, GRADS)
+    kind: Kind  # what it carries (DATA, WEIGHTS, GRADS, LOSS)
     width: int
     max_rows: int
 
@@ -143,6 +170,7 @@ class NodeDesign:
     streams: tuple[str, ...]  # one per port
     in_specs: tuple[EdgeSpec, ...]
     out_specs: tuple[EdgeSpec, ...]
+    skip_dx: bool = False  # a Linear whose dx nothing consumes: it sends no in0_grad (skips_dx)
 
     @property
     def name(self) -> str:
@@ -164,6 +192,7 @@ class DeviceDesign:
     nodes: dict[str, NodeDesign]  # device node -> its kernel, in placement order
     fifo_address_bits: dict[str, int]  # stream -> address bits of its RTL amp_fifo
     board_fifo_depths: dict[str, int]  # stream -> depth of the board's axis_data_fifo
+    folding: dict[str, Any] | None = None  # how generate folded it (cycles/folding.py), for the manifest
 
     @property
     def device_nodes(self) -> tuple[str, ...]:
@@ -180,10 +209,12 @@ class DeviceDesign:
                         for n in self.nodes.values()],
             "parallelism": {n.name: n.node.parallelism for n in self.nodes.values()
                             if hasattr(n.node, "parallelism")},
+            "skip_dx": [n.name for n in self.nodes.values() if n.skip_dx],
             **self.placement.to_json(),
             "control": {"channel": CONTROL_CHANNEL, "name": CONTROL_NAME, "stats_fields": list(STATS_FIELDS),
                         "kernel_bits": list(self.device_nodes)},
             "fifo_depths": {name: 2 ** bits for name, bits in self.fifo_address_bits.items()},
+            **({"folding": self.folding} if self.folding is not None else {}),
             **sections,
         }
 
@@ -220,6 +251,7 @@ def build_design(graph: GraphCore, options: DeviceOptions | None = None) -> Devi
             streams=wires.kernel_streams[name],
             in_specs=tuple(graph.input_spec(name, i) for i in range(node.n_inputs)),
             out_specs=tuple(graph.spec(name, j) for j in range(node.n_outputs)),
+            skip_dx=skips_dx(graph, name),
         )
     return DeviceDesign(
         graph=graph,
@@ -289,6 +321,10 @@ def _wiring(graph: GraphCore, placement: Placement) -> Wiring:
             else:  # forward out, gradient in
                 mux_routes.append(dict(channel=ch.channel, name=ch.name, stream=f"fwd_{i}"))
                 demux_routes.append(dict(channel=ch.channel, name=ch.name, kind="KIND_DATA", direction="DIR_BWD", stream=f"bwd_{i}", **sizes))
+        elif ch.loss_of is not None:  # LOSS out only
+            shape = ch.spec.shape(Kind.LOSS)
+            shapes[f"loss_{ch.loss_of}"] = (Kind.LOSS, shape.width, shape.max_rows)
+            mux_routes.append(dict(channel=ch.channel, name=ch.name, stream=f"loss_{ch.loss_of}"))
         else:
             shape = ch.spec.shape(Kind.WEIGHTS)
             shapes[f"params_{ch.node}"] = (Kind.WEIGHTS, shape.width, shape.max_rows)
@@ -328,4 +364,6 @@ def _edge_streams(graph: GraphCore, node: Node, edge_index: dict[int, int]) -> l
         args += [f"fwd_{edge_index[id(e)]}", f"bwd_{edge_index[id(e)]}"]
     if node.param_shapes():
         args += [f"params_{node.name}", f"grads_{node.name}"]
+    if isinstance(node, Loss):
+        args.append(f"loss_{node.name}")
     return args

@@ -2,7 +2,7 @@
 
 Each executor finds a kind's implementation here and nowhere else: the numpy runtime its kernel
 class, the HLS generator its C++ template, the RTL generator its SystemVerilog template, the
-report its cycle model. A kind that runs only on the host (source, sink, loss) has no hardware
+report its cycle model. A kind that runs only on the host (source, sink) has no hardware
 entries. ``tests/test_kinds.py`` holds the table complete: every IR kind has a row, every named
 template and cycle model exists. Adding a kind: docs/adding-a-node-kind.md.
 
@@ -83,7 +83,7 @@ KINDS: dict[str, KindRow] = {
     for row in (
         KindRow(ir.Source, SourceKernel, device=False),
         KindRow(ir.Sink, SinkKernel, device=False),
-        KindRow(ir.Loss, LossKernel, device=False),
+        KindRow(ir.Loss, LossKernel),
         KindRow(ir.Linear, LinearKernel),
         KindRow(ir.Activation, ActivationKernel),
         KindRow(ir.Add, AddKernel),

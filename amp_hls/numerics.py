@@ -320,3 +320,149 @@ def lut_error_bound(table: ActivationTable) -> float:
     lo, hi = table.lo / table.prec.one, table.hi / table.prec.one
     tail = max(abs(1.0 - fn(hi)), abs(fn(lo) - (-1.0 if table.kind == "tanh" else 0.0)))
     return half_bin * max_slope + table.prec.lsb / 2 + tail + 1e-12
+
+
+# --- the loss in fixed point (docs/contracts.md, Numerics: the loss) -------------------------
+# One definition for a Loss node wherever it runs in fixed point (the host's numpy kernel, the
+# numpy device model, the C++ and RTL kernels, whose tables and constants are generated from
+# these): integer arithmetic only, so every executor reports the same loss words and gradients.
+
+LOSS_FRAC = 16  # fraction bits of a softmax_ce loss word (mse's: loss_frac, exact)
+EXP_FRAC = 16  # fraction bits of the exp table's entries: exp(0) = 1 << EXP_FRAC
+EXP_RANGE_EXP = 4  # exp(-u) is tabulated for u in [0, 16); beyond, it holds (exp(-16) rounds to 0)
+RECIP_SHIFT = 48  # softmax_j = e_j * floor(2**RECIP_SHIFT / sum e), RECIP_SHIFT fraction bits
+LOG_INDEX_BITS = 10  # ln(1 + m) for a mantissa m indexed by its top 10 bits after the leading one
+
+
+@dataclass(frozen=True)
+class LossTables:
+    """The exp and log tables of softmax cross-entropy over ``prec`` (the prediction's precision).
+
+    ``exp(u)`` for ``u = max(p) - p >= 0``: ``c = min(u, umax)`` is split as ``c = hi << lo_bits |
+    lo`` and ``exp(-c) = round_shift(exp_hi[hi] * exp_lo[lo], EXP_FRAC)``, each entry the
+    function at its grid point quantised to ``EXP_FRAC`` bits (two small tables and one multiply
+    instead of one large table). ``ln_ratio(s)`` is ``ln(s / 2**EXP_FRAC)`` for a softmax
+    denominator ``s >= 2**EXP_FRAC``: ``k`` = the leading one's position, ``(k - EXP_FRAC) * ln2 +
+    log[(s >> (k - LOG_INDEX_BITS)) & mask]``, the table holding ``ln(1 + (i + 1/2) / 2**bits)``
+    (bins' midpoints), all in ``LOSS_FRAC`` bits.
+    """
+
+    prec: Precision
+    lo_bits: int
+    umax: int
+    exp_hi: tuple[int, ...]
+    exp_lo: tuple[int, ...]
+    log: tuple[int, ...]
+    ln2: int
+    # the module's constants, for the generators: the tables and the rules that read them
+    exp_frac: int = EXP_FRAC
+    recip_shift: int = RECIP_SHIFT
+    loss_frac: int = LOSS_FRAC
+    log_index_bits: int = LOG_INDEX_BITS
+
+    def exp(self, u: np.ndarray) -> np.ndarray:
+        c = np.minimum(_as_int64(u), self.umax)
+        hi = np.asarray(self.exp_hi, dtype=np.int64)[c >> self.lo_bits]
+        lo = np.asarray(self.exp_lo, dtype=np.int64)[c & ((1 << self.lo_bits) - 1)]
+        return round_shift(hi * lo, EXP_FRAC)
+
+    def ln_ratio(self, s: np.ndarray) -> np.ndarray:
+        s = _as_int64(s)
+        k = np.frexp(s.astype(np.float64))[1].astype(np.int64) - 1  # the leading one (exact: s < 2**53)
+        idx = (s >> (k - LOG_INDEX_BITS)) & ((1 << LOG_INDEX_BITS) - 1)
+        return (k - EXP_FRAC) * self.ln2 + np.asarray(self.log, dtype=np.int64)[idx]
+
+
+def loss_frac(fn: str, data: Precision) -> int:
+    """Fraction bits of a loss word: mse's ``0.5 * sum d^2`` is exact in ``2 * data.frac + 1``
+    bits (so a fixed-point mse loss is the float one), softmax_ce's is ``LOSS_FRAC``."""
+    return 2 * data.frac + 1 if fn == "mse" else LOSS_FRAC
+
+
+_LOSS_TABLES: dict[Precision, LossTables] = {}
+_ENTRY = Precision(32, EXP_FRAC)  # table entries: exp values in [0, 1], logs below 1
+
+
+def loss_tables(prec: Precision) -> LossTables:
+    """Build (once) the softmax cross-entropy tables for predictions in ``prec``."""
+    if prec in _LOSS_TABLES:
+        return _LOSS_TABLES[prec]
+    span = prec.frac + EXP_RANGE_EXP  # bits of u's tabulated range
+    lo_bits = span // 2
+    hi = np.arange(1 << (span - lo_bits), dtype=np.float64) * (1 << lo_bits)
+    lo = np.arange(1 << lo_bits, dtype=np.float64)
+    mid = (np.arange(1 << LOG_INDEX_BITS, dtype=np.float64) + 0.5) / (1 << LOG_INDEX_BITS)
+    table = LossTables(
+        prec=prec,
+        lo_bits=lo_bits,
+        umax=(1 << span) - 1,
+        exp_hi=tuple(int(v) for v in quantize(np.exp(-hi / prec.one), _ENTRY)),
+        exp_lo=tuple(int(v) for v in quantize(np.exp(-lo / prec.one), _ENTRY)),
+        log=tuple(int(v) for v in quantize(np.log1p(mid), Precision(32, LOSS_FRAC))),
+        ln2=int(quantize(math.log(2.0), Precision(32, LOSS_FRAC))),
+    )
+    _LOSS_TABLES[prec] = table
+    return table
+
+
+@dataclass(frozen=True)
+class FixedLoss:
+    """A batch of Loss messages evaluated in fixed point: per message the loss word (``loss_frac``
+    bits) and the metric word (mse: the exact sum of ``|p - t|`` in data precision; softmax_ce: 1
+    when every row's first argmax is its label, else 0); the gradient rows (grads precision)."""
+
+    dy: np.ndarray
+    loss: np.ndarray
+    metric: np.ndarray
+
+
+def loss_fixed(
+    fn: str, p: np.ndarray, t: np.ndarray, starts: np.ndarray, numerics: NumericConfig,
+    counter: SaturationCounter | None = None, site: str = "",
+) -> FixedLoss:
+    """The fixed-point loss of stacked rows (``starts``: each message's first row).
+
+    mse: ``d = p - t``; ``dy = narrow(d, data.frac - grads.frac, grads)``; loss word ``sum d*d``
+    over the message (exact: ``0.5 * sum d^2`` in ``2 * data.frac + 1`` fraction bits).
+    softmax_ce (``t``: the label column), per row: ``u = max(p) - p``, ``e = exp(u)``
+    (``LossTables``), ``s = sum e``, ``r = floor(2**RECIP_SHIFT / s)``;
+    ``dy = narrow(e * r - onehot << RECIP_SHIFT, RECIP_SHIFT - grads.frac, grads)``; the row's loss
+    ``u[label] << (LOSS_FRAC - data.frac)`` plus ``ln_ratio(s)``, summed over the message's rows.
+    """
+    data, grads = numerics.data, numerics.grads
+    p = _as_int64(p)
+    if fn == "mse":
+        d = p - _as_int64(t)
+        dy = narrow(d, data.frac - grads.frac, grads, counter, site)
+        loss = np.add.reduceat(np.sum(d * d, axis=1), starts)
+        metric = np.add.reduceat(np.sum(np.abs(d), axis=1), starts)
+        return FixedLoss(dy, loss, metric)
+    tables = loss_tables(data)
+    labels = _as_int64(t)[:, 0]
+    rows = np.arange(p.shape[0])
+    u = p.max(axis=1, keepdims=True) - p
+    e = tables.exp(u)
+    s = e.sum(axis=1)
+    r = (np.int64(1) << RECIP_SHIFT) // s
+    onehot = np.zeros_like(p)
+    onehot[rows, labels] = np.int64(1) << RECIP_SHIFT
+    dy = narrow(e * r[:, None] - onehot, RECIP_SHIFT - grads.frac, grads, counter, site)
+    row_loss = (u[rows, labels] << (LOSS_FRAC - data.frac)) + tables.ln_ratio(s)
+    right = (np.argmax(p, axis=1) == labels).astype(np.int64)
+    return FixedLoss(dy, np.add.reduceat(row_loss, starts), np.minimum.reduceat(right, starts))
+
+
+def ce_error_bound(numerics: NumericConfig, width: int) -> tuple[float, float]:
+    """How far the fixed softmax_ce may be from its float definition on a row of ``width``
+    classes: (gradient element, loss per row). The tables' entries are within half an LSB of
+    their function, so an exp value within 1.5 ``EXP_FRAC`` LSBs (and exp(-16) beyond the
+    range), the denominator within ``width`` times that; then the reciprocal's floor, the
+    output's rounding (half a grads LSB), the log table's half bin and its rounding, and ln2's
+    rounding times the exponent (at most 13 for ``width <= 4096``)."""
+    lsb = 2.0 ** -EXP_FRAC
+    e_err = 1.5 * lsb + math.exp(-(1 << EXP_RANGE_EXP))
+    softmax = e_err * (width + 1) + 2.0 ** -(RECIP_SHIFT - EXP_FRAC - 13)
+    grad = softmax + numerics.grads.lsb / 2
+    loss_lsb = 2.0 ** -LOSS_FRAC
+    loss = width * e_err + 2.0 ** -(LOG_INDEX_BITS + 1) + loss_lsb / 2 + 14 * loss_lsb / 2
+    return grad, loss

@@ -8,7 +8,9 @@ device model, the generated C++, the RTL, the board driver and the host):
 - a *params* channel for each device node with parameters (``Node.param_shapes``): WEIGHTS go
   in, GRADS come out. The payload is the node's tensors side by side, one row per leading index,
   in ``param_shapes`` order: for a Linear ``[W[o, :], b[o]]`` per output feature (bias column only
-  if present).
+  if present);
+- a *loss* channel for each device Loss node (``<node>_loss``): one LOSS message out per
+  message the node judges (``wire.LOSS_FIELDS``), so a device loss needs no host round trip.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from .errors import IRError
-from .ir import Edge, GraphCore, Node
-from .wire import ChannelMap, ChannelSpec, Kind, Shape
+from .ir import Edge, GraphCore, Loss, Node
+from .wire import LOSS_WIDTH, ChannelMap, ChannelSpec, Kind, Shape
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,7 @@ class BoundaryChannel:
     edge: Edge | None  # set for edge channels
     node: str | None  # set for params channels
     spec: ChannelSpec
+    loss_of: str | None = None  # set for loss channels: the device Loss node that reports on it
 
     @property
     def is_params(self) -> bool:
@@ -65,6 +68,12 @@ class Placement:
                 return c
         raise IRError("not a device parameter node", node=node)
 
+    def loss_channel(self, node: str) -> BoundaryChannel:
+        for c in self.channels:
+            if c.loss_of == node:
+                return c
+        raise IRError("not a device loss node", node=node)
+
     def enters_device(self, edge: Edge) -> bool:
         """Whether forward messages on ``edge`` flow host -> device."""
         return edge.dst.node in self.device_nodes
@@ -80,6 +89,9 @@ class Placement:
             if c.edge is not None:
                 entry["edge"] = str(c.edge)
                 entry["forward_into_device"] = self.enters_device(c.edge)
+            elif c.loss_of is not None:
+                entry["loss_of"] = c.loss_of
+                entry["layout"] = "one row per judged message: [loss, metric, rows]"
             else:
                 entry["params_of"] = c.node
                 entry["layout"] = "one row per output feature: [weight[o, :], bias[o]]"
@@ -105,6 +117,10 @@ def place(graph: GraphCore) -> Placement:
             shape = params_shape(node)
             cs = ChannelSpec(len(channels), f"{name}_params", {Kind.WEIGHTS: shape, Kind.GRADS: shape})
             channels.append(BoundaryChannel(len(channels), cs.name, None, name, cs))
+    for name in device:
+        if isinstance(graph.nodes[name], Loss):
+            cs = ChannelSpec(len(channels), f"{name}_loss", {Kind.LOSS: Shape(LOSS_WIDTH, 1)})
+            channels.append(BoundaryChannel(len(channels), cs.name, None, None, cs, loss_of=name))
     return Placement(graph, device, host, tuple(channels))
 
 

@@ -16,14 +16,14 @@ Header beat (``HEADER_FIELDS``)::
 
     bits  0..7    channel    channel id, 0..255 (see ChannelMap)
     bit   8       direction  0 = FWD, 1 = BWD (amp_hls.message.Direction)
-    bits  9..11   kind       Kind: DATA=0, WEIGHTS=1, GRADS=2, CTRL=3, STATS=4
+    bits  9..11   kind       Kind: DATA=0, WEIGHTS=1, GRADS=2, CTRL=3, STATS=4, LOSS=5
     bits 12..14   state_len  number of state words, 0..4
     bit  15       reserved   must be 0
     bits 16..31   rows       payload rows, 1..max_rows of the channel's Shape for the kind
     bits 32..63   key        instance key, unsigned 32-bit
 
 Payload: elements are signed two's complement of ``ELEMENT_BITS[kind]`` bits (DATA and WEIGHTS
-16, GRADS 64 -- 48-bit accumulators sign-extended --, CTRL and STATS 64). With
+16, GRADS 64 -- 48-bit accumulators sign-extended --, CTRL, STATS and LOSS 64). With
 ``epb = 64 // bits`` elements per beat, element j of a row sits at bits
 ``[bits * (j % epb), bits * (j % epb) + bits)`` of beat ``j // epb`` of that row. Each row is
 padded to whole beats with zero elements, so a row takes ``ceil(width / epb)`` beats. The width
@@ -95,7 +95,20 @@ class Kind(IntEnum):
     GRADS = 2
     CTRL = 3
     STATS = 4
+    LOSS = 5  # a device Loss node's report of one instance's message: LOSS_FIELDS
 
+
+# A LOSS message (device -> host, direction FWD, the tag of the prediction it judges): one row
+# of LOSS_WIDTH 64-bit words. ``loss``: the loss in numerics.LOSS_FRAC fraction bits; ``metric``:
+# softmax_ce 1 when every row was classified right (else 0), mse the exact sum of |p - t| in the
+# data precision; ``rows``: the prediction's rows (numerics.loss_fixed defines the words).
+LOSS_FIELDS = ("loss", "metric", "rows")
+LOSS_WIDTH = len(LOSS_FIELDS)
+
+# A GRADS dump's tag: key = the node's dump number; state = GRADS_STATE, word by word: ``version``,
+# the weights version the device was using (mod 2**16), and ``count``, the backward messages the
+# dump sums (1..65535: the parameter server scales by it, not by a fixed muf).
+GRADS_STATE = ("version", "count")
 
 ELEMENT_BITS: Mapping[Kind, int] = MappingProxyType(
     {
@@ -104,6 +117,7 @@ ELEMENT_BITS: Mapping[Kind, int] = MappingProxyType(
         Kind.GRADS: 64,  # 48-bit accumulators, sign-extended to 64
         Kind.CTRL: 64,
         Kind.STATS: 64,
+        Kind.LOSS: 64,
     }
 )
 # The value range each element must stay in: GRADS travel in 64-bit lanes but hold 48-bit
@@ -821,6 +835,9 @@ def wire_constants() -> dict[str, int]:
         "STATE_WORD_BITS": STATE_WORD_BITS,
         "MAX_CHANNELS": MAX_CHANNELS,
         "MAX_ROWS": MAX_ROWS,
+        "LOSS_WIDTH": LOSS_WIDTH,
+        "GRADS_STATE_LEN": len(GRADS_STATE),
+        **{f"GRADS_STATE_{w.upper()}": i for i, w in enumerate(GRADS_STATE)},
     }
     for f in HEADER_FIELDS:
         c[f"HDR_{f.name.upper()}_LSB"] = f.lsb

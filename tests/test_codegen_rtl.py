@@ -61,7 +61,7 @@ def test_every_device_kind_has_an_rtl_kernel_and_host_kinds_none() -> None:
     from amp_hls.ir.nodes import NODE_KINDS
 
     kinds = set(rtl_kinds())
-    host_only = {"source", "sink", "loss"}
+    host_only = {"source", "sink"}
     assert kinds == set(NODE_KINDS) - host_only
     g = Graph("no_rtl")
     x = g.source("x", width=4)

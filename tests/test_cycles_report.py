@@ -179,10 +179,11 @@ def test_report_counts_and_prices_mlp(mlp_project: Path) -> None:
     assert act.cycles == 2 * (6 + 32 // 4)  # 32 wide: 8 beats per row
     assert report.macs_instantiated == 2
     assert report.macs_per_instance == 3 * (64 * 32 + 32 * 10)
-    # host link: x (64 wide, 18 beats) and head's gradient (10 wide, 5 beats) in, their twins out,
-    # and every 4th gradient a GRADS dump of fc0 (32 rows of 65) and head (10 rows of 33)
+    # host link: x (64 wide, 18 beats) and head's gradient (10 wide, 5 beats) in; out, head's
+    # prediction but not x's gradient (fc0, fed by the source, skips dx: design.skips_dx), and
+    # every 4th gradient a GRADS dump of fc0 (32 rows of 65) and head (10 rows of 33)
     assert report.link_beats["host_in"] == 18 + 5
-    assert report.link_beats["host_out"] == 18 + 5 + (2 + 32 * 65 + 2 + 10 * 33) / 4
+    assert report.link_beats["host_out"] == 5 + (2 + 32 * 65 + 2 + 10 * 33) / 4
     text = format_report(report)
     assert "act0" in text and "bottleneck" in text
     for kind, names in report.unmodelled.items():  # kinds still without a model are named

@@ -20,7 +20,7 @@ from amp_hls.kinds import KINDS, cycle_model, device_kinds, kind_row, make_kerne
 from amp_hls.numerics import NumericConfig
 from amp_hls.resources import templates_dir
 
-HOST_ONLY = {"source", "sink", "loss"}
+HOST_ONLY = {"source", "sink"}
 
 
 def test_every_ir_kind_has_exactly_one_row() -> None:
@@ -42,8 +42,12 @@ def test_a_row_names_parts_that_exist(kind: str) -> None:
             assert template is None
     if row.device:
         model = cycle_model(kind)
-        params = list(inspect.signature(model.message_cycles).parameters)
-        assert params == ["node", "in_specs", "out_specs", "options", "port", "rows"], model.__name__
+        params = inspect.signature(model.message_cycles).parameters
+        assert list(params)[:6] == ["node", "in_specs", "out_specs", "options", "port", "rows"], model.__name__
+        extra = list(params)[6:]  # the one optional flag a kernel that can leave out dx takes
+        assert extra in ([], ["skip_dx"]), model.__name__
+        assert all(params[p].default is False for p in extra), model.__name__
+        assert (extra == ["skip_dx"]) == (kind in ("linear", "loss")), model.__name__
     else:
         with pytest.raises(AmpHlsError, match="no cycle model"):
             cycle_model(kind)

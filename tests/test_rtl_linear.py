@@ -18,6 +18,11 @@ dumps packed with ``placement.pack_params`` as ``host.cpu.CpuDevice`` does), one
 
 Timing (no stalls): per node and rows, the cycles per WEIGHTS, forward and backward message
 (GRADS dumps amortised) must be within 15% of ``amp_hls.cycles.linear``.
+
+The harness's sources feed activations, so every node computes dx (a Linear fed straight by a
+source skips it: ``design.skips_dx``, checked here on the numpy device model and host runner, and
+on the RTL and C++ by test_rtl_top and test_csim). GRADS dumps count what they sum, which the
+parameter server scales by (``wire.GRADS_STATE``).
 """
 
 from __future__ import annotations
@@ -52,14 +57,15 @@ OPTIONS = DeviceOptions(numerics=FIXED, cache_slots=SLOTS, muf=MUF)
 
 def _graph() -> Graph:
     g = Graph("rtl_linear")
-    h = g.source("x", width=10, max_rows=MAX_ROWS)
+    # the sources feed activations: a Linear fed straight by a source sends no dx (design.skips_dx)
+    h = g.tanh(g.source("x", width=10, max_rows=MAX_ROWS), name="xa")
     h = g.linear(h, 5, name="fa", parallelism=1)
     h = g.linear(h, 11, bias=False, name="fb", parallelism=4)
     h = g.linear(h, 8, name="fc", parallelism=8)
     h = g.linear(h, 3, name="fd", parallelism=3)
     g.loss(h, g.source("t", width=3, max_rows=MAX_ROWS), "mse")
     # the MLP's layers (models.mlp, 64 -> 32 -> 10, rows = 1), MACs shared out by work
-    h = g.linear(g.source("x2", width=64), 32, name="fe", parallelism=8)
+    h = g.linear(g.tanh(g.source("x2", width=64), name="xe"), 32, name="fe", parallelism=8)
     h = g.linear(h, 10, name="ff", parallelism=1)
     g.loss(h, g.source("t2", width=10), "mse")
     return g
@@ -128,7 +134,8 @@ def _golden(g: Graph, name: str, phases: list[dict], result: dict, counter: Satu
             ((_, dx),) = kernel.backward(0, [Message(t, Direction.BWD, np.array(grads[t]["payload"]))])
             want_bwd[t] = dx.payload.tolist()
             if kernel.n_grads >= MUF:  # as host.cpu.CpuDevice dumps
-                dumps.append((len(dumps), [kernel.version & 0xFFFF], pack_params(node, kernel.grads).tolist()))
+                state = [kernel.version & 0xFFFF, kernel.n_grads]  # wire.GRADS_STATE: version, count
+                dumps.append((len(dumps), state, pack_params(node, kernel.grads).tolist()))
                 kernel.zero_grads()
         fwd.append(want_fwd)
         bwd.append(want_bwd)
@@ -184,7 +191,7 @@ def test_linear_drops_bad_messages(harness: tuple[Graph, Path], tmp_path: Path) 
     for what, want in (("fwd", want_fwd[0]), ("bwd", want_bwd[0])):
         assert {_tag(m): m["payload"] for m in result["phases"][0][what]} == want, what
     assert [(d["key"], d["state"], d["payload"]) for d in result["dumps"]] == want_dumps
-    assert want_dumps and want_dumps[0][1] == [21]
+    assert want_dumps and want_dumps[0][1] == [21, MUF]
 
 
 def _measured(result: dict, muf: int) -> list[dict[str, float]]:
@@ -257,3 +264,68 @@ def test_mlp_layers_reach_half_the_dsp_peak(harness: tuple[Graph, Path], tmp_pat
     efficiency = macs / (sum(g.nodes[n].parallelism for n in MLP) * max(cycles.values()))
     print(f"mlp layers: cycles per instance {cycles}, {efficiency:.0%} of the DSP-bound peak")
     assert efficiency >= 0.5
+
+
+def test_a_linear_fed_by_a_source_sends_no_dx() -> None:
+    """The mlp's fc0 reads a host source (``design.skips_dx``): the numpy device model sends
+    nothing back on that channel, the host answers the source itself, and every edge on both
+    sides still sees one backward per forward. Each GRADS dump counts the messages it sums.
+    (The RTL and C++ kernels are held to the same messages by test_rtl_top and test_csim.)"""
+    from amp_hls.host.cpu import CpuDevice
+    from amp_hls.host.runner import HostRunner
+    from amp_hls.models import MODELS
+    from amp_hls.placement import place
+
+    graph = MODELS["mlp"].build()
+    placement = place(graph)
+    design = build_design(graph, DeviceOptions(numerics=FIXED, muf=2))
+    assert [n for n, k in design.nodes.items() if k.skip_dx] == ["fc0"]
+    assert design.manifest()["skip_dx"] == ["fc0"]
+    device = CpuDevice(placement, FIXED, muf=2)
+    runner = HostRunner(placement, device, FIXED)
+    rng = np.random.default_rng(0)
+    n = 6
+    runner.run([{"x": ((), rng.integers(-2**10, 2**10, (1, 64))), "label": ((), np.array([[i % 10]]))}
+                for i in range(n)], mak=3)
+    x_channel = next(c.channel for c in placement.channels if c.edge is not None and c.edge.dst.node == "fc0")
+    assert not [m for m in runner.received if m.channel == x_channel]
+    assert runner.host.conservation_report() == [] and device.engine.conservation_report() == []
+    assert runner.host.kernels["x"].completed == n
+    dumps = [m for m in runner.received if m.kind is Kind.GRADS]
+    assert len(dumps) == 2 * n // 2 and all(m.tag.state[1] == 2 for m in dumps)
+
+
+def test_the_server_scales_a_dump_by_the_messages_it_sums() -> None:
+    """Two dumps of one payload, one summing 1 message and one summing 2: the second moves the
+    weights by half as much (plain SGD), whatever muf the server was told."""
+    from amp_hls.host.server import ParameterServer
+    from amp_hls.placement import place
+    from amp_hls.runtime.optim import OptimizerConfig
+
+    g = Graph("one")
+    g.loss(g.linear(g.tanh(g.source("x", width=2), name="a"), 1, bias=False, name="fc"), g.source("t", width=1), "mse")
+    placement = place(g)
+    ch = placement.params_channel("fc")
+    payload = np.array([[1 << FIXED.grad_acc_frac, 0]], dtype=np.int64)
+    steps = []
+    for count in (1, 2):
+        server = ParameterServer(placement, FIXED, OptimizerConfig("sgd", lr=0.5), {"fc": {"weight": np.zeros((1, 2))}}, muf=7)
+        server.apply(WireMessage(ch.channel, Kind.GRADS, Direction.BWD, Tag(0, (0, count)), payload), lambda m: None)
+        steps.append(float(server.params()["fc"]["weight"][0, 0]))
+    assert steps == [-0.5, -0.25]
+    with pytest.raises(Exception, match="count"):
+        server.apply(WireMessage(ch.channel, Kind.GRADS, Direction.BWD, Tag(0, (0,)), payload), lambda m: None)
+
+
+def test_a_kernel_without_dx_is_modelled_without_its_dx_loop() -> None:
+    """The cycle model of a Linear that skips dx (design.skips_dx) drops the dx loop's cycles."""
+    from amp_hls.cycles.linear import PIPE_OUT, message_cycles
+
+    def port_cycles(node, options, port, rows, skip_dx=False):  # noqa: ANN001, ANN202
+        return message_cycles(node, [], [], options, port, rows, skip_dx=skip_dx)
+
+    node = _graph().nodes["fe"]
+    full, no_dx = (port_cycles(node, OPTIONS, "out0_grad", 1, skip_dx=s) for s in (False, True))
+    words = -(-node.in_features // node.parallelism)
+    assert full - no_dx == words * node.out_features + PIPE_OUT  # rows x words x out, and the drain
+    assert port_cycles(node, OPTIONS, "in0", 1, skip_dx=True) == port_cycles(node, OPTIONS, "in0", 1)

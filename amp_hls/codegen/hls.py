@@ -22,8 +22,10 @@ from typing import Any
 from ..control import control_constants
 from ..design import DeviceDesign, DeviceOptions
 from ..errors import AmpHlsError
+from ..numerics import loss_tables
 from ..placement import Placement
 from ..resources import hw_dir
+from ..wire import Kind, elements_per_beat
 from .headers import render_numerics_header, render_wire_header
 from .jinja import environment
 
@@ -84,6 +86,7 @@ def generate_hls(design: DeviceDesign, out_dir: str | Path) -> HlsProject:
         mux_args=", ".join(mux_ports),
         options=options,
         control=control_constants(),  # the C-sim driver's control unit (amp_hls.control)
+        beat_lanes=elements_per_beat(Kind.DATA),  # a row kernel's loops take one DATA beat a cycle
     )
 
     kernels, files = [], []
@@ -97,6 +100,8 @@ def generate_hls(design: DeviceDesign, out_dir: str | Path) -> HlsProject:
             signature=_signature(kernel.ports),
             in_specs=list(kernel.in_specs),
             out_specs=list(kernel.out_specs),
+            skip_dx=kernel.skip_dx,  # a Linear fed by a host source sends no in0_grad (design.skips_dx)
+            loss_tables=loss_tables(options.numerics.data),  # a Loss kernel's exp/log tables
         )
         if kernel.row.hls_template is None:
             raise AmpHlsError(f"no HLS kernel for node kind {kernel.node.kind!r} (node '{kernel.name}')")

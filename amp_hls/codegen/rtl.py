@@ -25,7 +25,15 @@ from ..control import SATURATION_BITS, control_constants
 from ..design import DeviceDesign, index_bits, port_reads
 from ..errors import AmpHlsError
 from ..kinds import KINDS
-from ..numerics import ACC_BITS, ACC_MAX, ACC_MIN, LUT_KINDS, NumericConfig, activation_table
+from ..numerics import (
+    ACC_BITS,
+    ACC_MAX,
+    ACC_MIN,
+    LUT_KINDS,
+    NumericConfig,
+    activation_table,
+    loss_tables,
+)
 from ..resources import hw_dir
 from ..wire import (
     HEADER_FIELDS,
@@ -43,8 +51,9 @@ HARNESS = "amp_harness"
 TOP = "amp_top"  # the connected design: boundary, kernels and one FIFO per stream
 FIFO_FILE = "amp_fifo.sv"  # hand-written, in hw/rtl
 # The hand-written parametric library (hw/rtl) every design is compiled with, in compile order:
-# the stream FIFO, the one memory and the one tag table every kernel keeps its state in.
-LIBRARY_FILES = (FIFO_FILE, "amp_ram.sv", "amp_tag_table.sv")
+# the stream FIFO, the one memory and the one tag table every kernel keeps its state in, and the
+# ROM the activation tables are read from.
+LIBRARY_FILES = (FIFO_FILE, "amp_ram.sv", "amp_tag_table.sv", "amp_rom.sv")
 BOUNDARY_FILE = "boundary.sv"
 
 
@@ -104,12 +113,13 @@ def render_kernel(design: DeviceDesign, name: str) -> str:
         col_bits=index_bits(bpr),
         beat_bits=index_bits(spec.max_rows * bpr),
         max_beats=spec.max_rows * bpr,
-        saved_depth=options.cache_slots << index_bits(spec.max_rows * bpr),  # addressed {slot, beat}
         max_rows=spec.max_rows,
         rows_bits=rows_bits,
         last_lanes=spec.width - (bpr - 1) * epb,  # lanes of a row's last beat that hold data
         state_words=STATE_WORDS,
         state_word_bits=STATE_WORD_BITS,
+        skip_dx=kernel.skip_dx,  # a Linear fed by a host source sends no in0_grad (design.skips_dx)
+        loss_tables=loss_tables(options.numerics.data),  # a Loss kernel's exp/log tables
     )
 
 

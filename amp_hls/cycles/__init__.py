@@ -7,7 +7,9 @@ One module per device node kind, ``amp_hls/cycles/<kind>.py`` (named by the kind
 
 the kernel's initiation interval for messages of ``rows`` rows arriving on ``port`` (``in0``,
 ``out0_grad``, ``params``, ...): in steady state with no back-pressure, the cycles between
-accepting one such message and accepting the next. Tests hold each formula within 15% of cycles
+accepting one such message and accepting the next. A kind whose kernel can leave out its input
+gradient (``design.skips_dx``: Linear, Loss) takes ``skip_dx: bool = False`` as well; it is
+passed only when the design says so. Tests hold each formula within 15% of cycles
 measured on the RTL under Verilator.
 """
 
@@ -18,12 +20,15 @@ from ..ir import GraphCore, Node
 from ..kinds import cycle_model
 
 
-def message_cycles(graph: GraphCore, name: str, options, port: str, rows: int) -> int:  # noqa: ANN001
-    """Expected cycles node ``name`` spends on one message of ``rows`` rows on ``port``."""
+def message_cycles(graph: GraphCore, name: str, options, port: str, rows: int,  # noqa: ANN001
+                   skip_dx: bool = False) -> int:
+    """Expected cycles node ``name`` spends on one message of ``rows`` rows on ``port``
+    (``skip_dx``: its kernel leaves out the input gradient, ``NodeDesign.skip_dx``)."""
     node = graph.nodes[name]
     in_specs = [graph.input_spec(name, i) for i in range(node.n_inputs)]
     out_specs = [graph.spec(name, j) for j in range(node.n_outputs)]
-    return int(cycle_model(node.kind).message_cycles(node, in_specs, out_specs, options, port, rows))
+    flag = {"skip_dx": True} if skip_dx else {}
+    return int(cycle_model(node.kind).message_cycles(node, in_specs, out_specs, options, port, rows, **flag))
 
 
 def input_ports(node: Node) -> tuple[str, ...]:

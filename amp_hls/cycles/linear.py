@@ -3,8 +3,10 @@
 The kernel serves one message at a time: header and state beats, a tag look-up, the payload read
 into RAM (packed into words of ``parallelism`` elements, at most one word and one beat a cycle),
 then one pipelined loop per pass of ``parallelism`` MACs a cycle, the output beats leaving while it
-runs. A backward runs two loops (dx, then dW) and every ``muf``-th one dumps G, one 64-bit element
-a cycle; the dump is shared out over the ``muf`` messages.
+runs. A backward runs two
+loops (dx, then dW; only dW for a Linear fed by a host source, ``skip_dx``: design.skips_dx) and
+every ``muf``-th one dumps G, one 64-bit element a cycle; the dump is shared out over the ``muf``
+messages.
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ def _read(rows: int, beats: int, words: int, extra: int = 0) -> int:
     return rows * max(beats, words + extra)
 
 
-def message_cycles(node: Linear, in_specs, out_specs, options, port: str, rows: int) -> int:  # noqa: ANN001
-    """Cycles between taking a message of ``rows`` rows on ``port`` and taking the next."""
+def message_cycles(node: Linear, in_specs, out_specs, options, port: str, rows: int,  # noqa: ANN001
+                   skip_dx: bool = False) -> int:
+    """Cycles between taking a message of ``rows`` rows on ``port`` and taking the next;
+    ``skip_dx``: the kernel runs no dx loop (``NodeDesign.skip_dx``)."""
     p = node.parallelism
     n_in, n_out = node.in_features, node.out_features
     words = -(-n_in // p)  # MAC words per input row
@@ -40,7 +44,7 @@ def message_cycles(node: Linear, in_specs, out_specs, options, port: str, rows: 
         return head + _read(rows, bpr_in, words) + PACK + rows * n_out * words + PIPE_OUT
     if port == "out0_grad":
         # dx: a word of p results per n_out cycles, leaving as p / 4 beats
-        dx = rows * words * max(n_out, -(-p // elements_per_beat(Kind.DATA))) + PIPE_OUT
+        dx = 0 if skip_dx else rows * words * max(n_out, -(-p // elements_per_beat(Kind.DATA))) + PIPE_OUT
         dw = n_out * words * rows + PIPE
         dump = HEADER_BEATS + n_out * (n_in + int(node.bias)) + 2
         return round(head + rows * beats_per_row(Kind.DATA, n_out) + dx + dw + dump / options.muf)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..codegen.boards import Board
-from ..design import DeviceDesign
+from ..design import DeviceDesign, dx_skipped
 from ..errors import AmpHlsError
 from ..ir import GraphCore, Linear
 from ..kernels import Kernel
@@ -191,19 +191,26 @@ def _linear_macs(node: Linear, load: Load) -> int:
 
 def link_beats(placement: Placement, loads: dict[str, Load], muf: int) -> dict[str, float]:
     """Beats through ``host_in``/``host_out`` for ``loads``: DATA on each edge channel (a forward
-    one way, its gradient of the same rows the other), and a GRADS dump every ``muf`` gradients."""
+    one way, its gradient of the same rows the other, unless the kernel skips it), a GRADS dump every ``muf`` gradients, and
+    a device loss's LOSS report per message it judges."""
     beats = {"host_in": 0.0, "host_out": 0.0}
+    skipped = dx_skipped(placement)
     for ch in placement.channels:
         if ch.edge is not None:
             width = ch.spec.shape(Kind.DATA).width
             into = placement.enters_device(ch.edge)
             node, port = (ch.edge.dst.node, f"in{ch.edge.dst.index}") if into else \
                 (ch.edge.src.node, f"out{ch.edge.src.index}_grad")
+            back = not (into and node in skipped)  # a kernel that skips dx sends no gradient back
             for (p, rows), n in loads[node].items():
                 if p == port:  # the same rows cross back the other way
                     b = n * message_beats(Kind.DATA, rows, width)
                     beats["host_in"] += b
-                    beats["host_out"] += b
+                    beats["host_out"] += b if back else 0
+        elif ch.loss_of is not None:  # a device loss: one LOSS report per prediction message
+            shape = ch.spec.shape(Kind.LOSS)
+            reports = sum(n for (p, _), n in loads[ch.loss_of].items() if p == "in0")
+            beats["host_out"] += reports * message_beats(Kind.LOSS, 1, shape.width)
         else:
             shape = ch.spec.shape(Kind.GRADS)
             grads_in = sum(n for (p, _), n in loads[ch.node].items() if p == "out0_grad")  # type: ignore[index]
@@ -237,7 +244,7 @@ def cycle_report(design: DeviceDesign, board: Board, inputs: Sequence[Inputs], s
             modelled = False
         ports: dict[str, list[float]] = {}
         for (port, rows), count in sorted(loads[name].items()):
-            cycles = count * message_cycles(graph, name, options, port, rows) if modelled else 0
+            cycles = count * message_cycles(graph, name, options, port, rows, design.nodes[name].skip_dx) if modelled else 0
             acc = ports.setdefault(port, [0.0, 0.0, 0.0])
             acc[0] += count
             acc[1] += count * rows

@@ -21,13 +21,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..control import SATURATION_BITS, Boundary, DeviceStatus, Op, ctrl_op, is_ctrl, stats_message
+from ..design import dx_skipped
 from ..errors import KernelError
-from ..kernels import Kernel, ParamKernel
+from ..kernels import Kernel, LinearKernel, LossKernel, ParamKernel
 from ..message import Direction, Message, Tag
 from ..numerics import NumericConfig
 from ..placement import Placement, pack_params, unpack_params
 from ..runtime import Engine
-from ..wire import Kind, WireMessage
+from ..wire import GRADS_STATE, Kind, WireMessage
 from .device import Device, DeviceError, DeviceTimeout
 from .settings import DeviceSettings
 
@@ -50,6 +51,12 @@ class CpuDevice(Device):
         self.engine = Engine(self.placement.graph, self.numerics, seed=self.seed,
                              members=self.placement.device_nodes, max_batch=1)
         self.engine.on_backward = self._maybe_dump
+        self._skip_dx = dx_skipped(self.placement)
+        for name in self._skip_dx:  # no dx loop, no in0_grad message (design.skips_dx)
+            kernel = self.engine.kernels[name]
+            assert isinstance(kernel, (LinearKernel, LossKernel))
+            if isinstance(kernel, LinearKernel):
+                kernel.skip_dx = True  # a Loss only leaves out its target's zero gradient, below
         self._out: list[WireMessage] = []
         self._dumps: dict[str, int] = {}
         self._errors = 0  # kernel error flags, bit i = device node i
@@ -61,7 +68,8 @@ class CpuDevice(Device):
             rows = pack_params(kernel.node, kernel.grads)
             seq = self._dumps.get(kernel.name, 0)
             self._dumps[kernel.name] = seq + 1
-            tag = Tag(seq, (kernel.version & 0xFFFF,))  # dump number; weights version it saw
+            state = {"version": kernel.version & 0xFFFF, "count": kernel.n_grads}  # wire.GRADS_STATE
+            tag = Tag(seq, tuple(state[w] for w in GRADS_STATE))  # dump number
             self._out.append(WireMessage(ch.channel, Kind.GRADS, Direction.BWD, tag, rows))
             kernel.zero_grads()
             self.counters.grads_dumps += 1
@@ -127,8 +135,16 @@ class CpuDevice(Device):
             if time.monotonic() > deadline:
                 raise DeviceTimeout("cpu device still busy past its deadline")
         for edge, msg in self.engine.take_outbox():
+            if msg.direction is Direction.BWD and edge.dst.node in self._skip_dx:
+                continue  # the placeholder gradient of a Linear that skips dx: never sent
             ch = self.placement.edge_channel(edge)
             self._out.append(WireMessage(ch.channel, Kind.DATA, msg.direction, msg.tag, msg.payload))
+        for kernel in self.engine.kernels.values():  # a device loss reports each judged message
+            if isinstance(kernel, LossKernel):
+                ch = self.placement.loss_channel(kernel.name)
+                self._out.extend(WireMessage(ch.channel, Kind.LOSS, Direction.FWD, r.tag, r.report)
+                                 for r in kernel.results)
+                kernel.results.clear()
 
     def recv(self, timeout: float = 1.0) -> list[WireMessage]:
         start = time.monotonic()

@@ -2,7 +2,9 @@
 
 The loop admits instances while fewer than ``mak`` are in flight, runs the host part until it
 settles, ships what crosses the boundary to the device as wire messages, and routes what comes
-back: DATA to the host nodes, GRADS to ``on_grads`` (the parameter server, or a test).
+back: DATA to the host nodes, GRADS to ``on_grads`` (the parameter server, or a test), LOSS (a
+device Loss node's report of an instance) to the loss records ``drain_losses`` hands out with the
+host losses' (``device_losses``).
 
 Faults: a device with a control channel (``amp_hls.control``) is asked for its status when it
 stops answering and, with ``check_status``, at the end of every ``run``; error flags become a
@@ -18,14 +20,35 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..control import is_stats, parse_stats
-from ..kernels.host import LossKernel, SourceKernel
+from ..design import dx_skipped
+from ..ir import Edge, Loss
+from ..kernels.host import LossKernel, LossRecord, SourceKernel
 from ..message import Direction, Message, Tag
 from ..models.inputs import Inputs
 from ..numerics import NumericConfig, quantize
 from ..placement import Placement, pack_params
 from ..runtime import Engine
+from ..runtime.trainer import drain_losses
 from ..wire import Kind, WireMessage
 from .device import Device, DeviceError, DeviceFault, DeviceTimeout
+
+
+class HostEngine(Engine):
+    """The engine of a placed graph's host nodes. A forward leaving for a device Linear that skips
+    its dx (``design.skips_dx``: fed by a host source) gets its backward here, as it leaves: a zero
+    gradient, as a loss answers its target. The source only needs the message completed, so
+    every edge still sees one backward per forward, and the device sends no dx."""
+
+    def __init__(self, placement: Placement, numerics: NumericConfig, seed: int = 0):
+        super().__init__(placement.graph, numerics, seed=seed, members=placement.host_nodes)
+        self.skip_dx = dx_skipped(placement)
+
+    def take_outbox(self) -> list[tuple[Edge, Message]]:
+        out = super().take_outbox()
+        for edge, msg in out:
+            if msg.direction is Direction.FWD and edge.dst.node in self.skip_dx:
+                self.receive(edge, Message(msg.tag, Direction.BWD, np.zeros_like(msg.payload)))
+        return out
 
 
 class HostRunner:
@@ -44,7 +67,7 @@ class HostRunner:
         self.numerics = numerics
         self.timeout = timeout
         self.seed = seed
-        self.host = Engine(placement.graph, numerics, seed=seed, members=placement.host_nodes)
+        self.host = HostEngine(placement, numerics, seed=seed)
         self.received: list[WireMessage] = []  # every message the device sent, in order
         self.on_grads = on_grads if on_grads is not None else (lambda m: None)
         self.next_key = 0
@@ -52,6 +75,8 @@ class HostRunner:
         self.dropped = 0  # instances abandoned after a device fault
         self.pending: deque[Inputs] = deque()  # instances not admitted yet
         self.last_status = None  # the device's last status answer (amp_hls.control.DeviceStatus)
+        self.device_losses: list[LossRecord] = []  # device Loss nodes' reports not drained yet
+        self.loss_reports: dict[str, int] = {c.loss_of: 0 for c in placement.channels if c.loss_of}
 
     def active_keys(self) -> set[int]:
         keys: set[int] = set()
@@ -59,6 +84,12 @@ class HostRunner:
             if isinstance(kernel, SourceKernel):
                 keys.update(tag.key for tag in kernel.in_flight.entries)
         return keys
+
+    def drain_losses(self) -> list[LossRecord]:
+        """Take the loss records gathered so far: the host Loss kernels' and the device's reports."""
+        records = drain_losses(self.host) + self.device_losses
+        self.device_losses = []
+        return records
 
     def send_weights(self, params: dict[str, dict[str, np.ndarray]], version: int) -> None:
         """Quantise float parameters and load them into the device's parameter nodes."""
@@ -130,7 +161,7 @@ class HostRunner:
         many were dropped."""
         lost = len(self.active_keys())
         results = {n: list(k.results) for n, k in self.host.kernels.items() if isinstance(k, LossKernel)}
-        self.host = Engine(self.placement.graph, self.numerics, seed=self.seed, members=self.placement.host_nodes)
+        self.host = HostEngine(self.placement, self.numerics, seed=self.seed)
         for name, records in results.items():
             kernel = self.host.kernels[name]
             assert isinstance(kernel, LossKernel)
@@ -154,6 +185,12 @@ class HostRunner:
             self.on_grads(m)
         elif m.kind is Kind.DATA and ch.edge is not None:
             self.host.receive(ch.edge, Message(m.tag, m.direction, m.payload))
+        elif m.kind is Kind.LOSS and ch.loss_of is not None and m.direction is Direction.FWD:
+            node = self.placement.graph.nodes[ch.loss_of]
+            assert isinstance(node, Loss)
+            width = self.placement.graph.input_spec(node.name, 0).width
+            self.device_losses.append(LossRecord.from_report(m.tag, node.fn, width, self.numerics, m.payload))
+            self.loss_reports[node.name] += 1
         else:
             raise DeviceError(f"{ch.spec}: unexpected {m.kind.name} message from the device")
 

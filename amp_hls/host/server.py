@@ -1,8 +1,8 @@
 """The parameter server (docs/glossary.md; GPU A-SGD's server, one device as its client).
 
 It keeps fp32 master weights and the optimizer state on the host. Each GRADS dump from a device
-parameter node (a 48-bit gradient sum over ``muf`` backward messages) is applied the moment it
-arrives; every ``n_sync`` dumps the server pushes freshly quantised WEIGHTS back, without
+parameter node (a 48-bit gradient sum over the backward messages its tag counts, ``muf`` of them
+today: wire.GRADS_STATE) is applied, as their mean, the moment it arrives; every ``n_sync`` dumps the server pushes freshly quantised WEIGHTS back, without
 stopping the device. Staleness is recorded per dump: how many server updates of that node
 happened since the weights version the device was running when it made the dump.
 """
@@ -20,7 +20,7 @@ from ..message import Direction, Tag
 from ..numerics import NumericConfig, quantize
 from ..placement import Placement, pack_params, unpack_params
 from ..runtime.optim import Optimizer, OptimizerConfig
-from ..wire import Kind, WireMessage
+from ..wire import GRADS_STATE, Kind, WireMessage
 from .device import DeviceError
 
 
@@ -48,7 +48,7 @@ class ParameterServer:
         self.placement = placement
         self.numerics = numerics
         self.optimizer = Optimizer(optimizer)
-        self.muf = muf
+        self.muf = muf  # the device's dump period; each dump's own count scales it (wire.GRADS_STATE)
         self.n_sync = n_sync
         self.nodes = {
             name: NodeState({k: np.asarray(v, dtype=np.float32).copy() for k, v in initial[name].items()})
@@ -82,9 +82,13 @@ class ParameterServer:
             raise DeviceError(f"{ch.spec}: expected a GRADS dump, got {dump.kind.name}")
         state = self.nodes[ch.node]
         node = self.placement.graph.nodes[ch.node]
-        device_version = dump.tag.state[0] if dump.tag.state else 0
-        state.staleness.record((state.version - device_version) % (1 << 16))
-        scale = float(1 << self.numerics.grad_acc_frac) * self.muf  # sum of muf messages -> mean
+        if len(dump.tag.state) != len(GRADS_STATE) or not dump.tag.state[GRADS_STATE.index("count")]:
+            raise DeviceError(f"{ch.spec}: a GRADS dump's state is {GRADS_STATE} with a count of at least 1, "
+                              f"got {dump.tag.state}")
+        fields = dict(zip(GRADS_STATE, dump.tag.state))
+        state.staleness.record((state.version - fields["version"]) % (1 << 16))
+        # the sum of the messages the device says it summed -> their mean
+        scale = float(1 << self.numerics.grad_acc_frac) * fields["count"]
         grads = {k: v.astype(np.float64) / scale for k, v in unpack_params(node, dump.payload).items()}
         state.params = self.optimizer.step(ch.node, state.params, grads)
         state.version += 1

@@ -1,9 +1,11 @@
 """Training with the device-placed nodes on a device backend and the host as parameter server.
 
-The host runs the host-placed nodes (sources, losses) on the numpy engine and the parameter
-server; the device runs everything else and streams gradient sums back. Validation and test
-accuracy are measured on the numpy fixed-point engine with the very weights the server last
-quantised, which is bit-exact with the device's forward pass (held by tests/test_csim.py).
+The host runs the host-placed nodes (sources, and losses unless they are placed on the device)
+on the numpy engine and the parameter server; the device runs everything else and streams
+gradient sums back, and a device loss its report of every instance (``HostRunner.drain_losses``).
+Validation and test accuracy are measured on the numpy fixed-point engine with the very weights
+the server last quantised, which is bit-exact with the device's forward pass (held by
+tests/test_csim.py).
 """
 
 from __future__ import annotations
@@ -135,7 +137,7 @@ class DeviceTrainer(TrainerBase):
         self.train_s += time.perf_counter() - start
         self.instances += len(examples)
         self.epoch += 1
-        return self.metrics(drain_losses(self.runner.host))
+        return self.metrics(self.runner.drain_losses())
 
     def _run(self, instances: list) -> None:
         """The runner on ``instances``; a device fault is recovered from (``recover``) up to
@@ -219,5 +221,6 @@ class DeviceTrainer(TrainerBase):
             "faults": list(self.faults),
             "instances_dropped": self.runner.dropped,
             "messages_per_instance": self.per_instance,
+            "device_loss_reports": dict(self.runner.loss_reports),
         }
 

@@ -10,7 +10,8 @@ import numpy as np
 from ..errors import NonFiniteError
 from ..ir import EdgeSpec, GraphCore, Loss, Node, Source
 from ..message import Direction, Message, Tag
-from ..numerics import NumericConfig, SaturationCounter, dequantize, quantize
+from ..numerics import NumericConfig, SaturationCounter, dequantize, loss_fixed, loss_frac, quantize
+from ..wire import LOSS_WIDTH
 from .base import (
     Emit,
     JoinBuffer,
@@ -118,20 +119,38 @@ class SinkKernel(Kernel):
 
 @dataclass
 class LossRecord:
-    """One evaluated instance: the loss, what was predicted (real-valued) and whether it was right."""
+    """One evaluated instance: the loss, what was predicted (real-valued) and whether it was right.
+
+    ``report``: in fixed point, the instance's LOSS message payload (``wire.LOSS_FIELDS``), what a
+    device Loss node sends the host; None in float mode."""
 
     tag: Tag
     loss: float
     prediction: np.ndarray
     target: np.ndarray
     correct: bool | None
+    report: np.ndarray | None = None
+
+    @classmethod
+    def from_report(cls, tag: Tag, fn: str, width: int, numerics: NumericConfig, payload: np.ndarray) -> LossRecord:
+        """The record of a LOSS message from a device Loss node over predictions ``width`` wide.
+        The device sends no prediction rows: for mse, ``prediction`` holds the mean absolute
+        error against a zero ``target`` (``prediction - target`` is what the mae metric reads)."""
+        words = np.asarray(payload, dtype=np.int64).reshape(1, LOSS_WIDTH)
+        loss, metric, rows = (int(v) for v in words[0])
+        value = loss / (1 << loss_frac(fn, numerics.data))
+        if fn == "mse":
+            mae = metric / numerics.data.one / (max(rows, 1) * width)
+            return cls(tag, value, np.full((1, 1), mae), np.zeros((1, 1)), None, words)
+        return cls(tag, value, np.zeros((0, width)), np.zeros((0, 1)), bool(metric), words)
 
 
 class LossKernel(Kernel):
-    """Joins prediction and target; computes in float64 (host side) and emits the gradient.
+    """Joins prediction and target, records the loss of each instance and emits the gradient.
 
-    Fixed mode dequantizes the prediction (and an mse target), and quantizes the gradient to the
-    grads precision, so the device sees the same integers whichever host computed them.
+    Float mode computes in float64. Fixed mode is ``numerics.loss_fixed``, integer arithmetic
+    with the exp/log tables of ``numerics.loss_tables``: the same loss words and gradients as
+    the C++ and RTL kernels, on the host or on the device.
     """
 
     kind = "loss"
@@ -160,7 +179,13 @@ class LossKernel(Kernel):
         (p_rows, t_rows), offsets = stack_ports(self, joined)
         if self.node.fn != "mse":
             index_rows(self, t_rows, tags, 1)  # class labels must be integers
-        dy = self._evaluate(tags, p_rows, t_rows, offsets)
+            labels = np.asarray(t_rows)[:, 0]
+            bad = (labels < 0) | (labels >= p_rows.shape[1])
+            if np.any(bad):
+                tag = tags[int(np.searchsorted(offsets, np.argmax(bad), side="right")) - 1]
+                raise self.error(f"target class outside [0, {p_rows.shape[1]}) (tag {tag})")
+        evaluate = self._fixed if self.fixed else self._float
+        dy = evaluate(tags, p_rows, t_rows, offsets)
         if not train:
             return []
         return [
@@ -168,28 +193,39 @@ class LossKernel(Kernel):
             *self.emit_rows(1, tags, Direction.BWD, self.zeros(*t_rows.shape), offsets),
         ]
 
-    def _real(self, payload: np.ndarray) -> np.ndarray:
+    def _target(self, t_rows: np.ndarray) -> np.ndarray:
+        if self.node.fn != "mse":
+            return t_rows.astype(np.int64, copy=True)
         if self.fixed:
-            return dequantize(payload, self.numerics.data)
-        return np.array(payload, dtype=np.float64)  # a copy: records outlive the message
+            return dequantize(t_rows, self.numerics.data)
+        return np.array(t_rows, dtype=np.float64)  # a copy: records outlive the message
 
-    def _evaluate(self, tags: list[Tag], p_rows: np.ndarray, t_rows: np.ndarray, offsets: list[int]) -> np.ndarray:
-        """Record the loss of every instance (a sum over its rows) and return the gradient rows
-        in the payload format; row by row, so batching changes nothing."""
-        p = self._real(p_rows)
+    def _fixed(self, tags: list[Tag], p_rows: np.ndarray, t_rows: np.ndarray, offsets: list[int]) -> np.ndarray:
+        """``numerics.loss_fixed``: the loss words of every message, and the gradient rows."""
+        starts = np.asarray(offsets[:-1], dtype=np.int64)
+        out = loss_fixed(self.node.fn, p_rows, t_rows, starts, self.numerics, self.counter, self.site("bwd"))
+        p, t = dequantize(p_rows, self.numerics.data), self._target(t_rows)
+        rows = np.diff(np.asarray(offsets, dtype=np.int64))
+        scale = 1 << loss_frac(self.node.fn, self.numerics.data)
+        for k, tag in enumerate(tags):
+            lo, hi = offsets[k], offsets[k + 1]
+            report = np.array([[out.loss[k], out.metric[k], rows[k]]], dtype=np.int64)
+            correct = None if self.node.fn == "mse" else bool(out.metric[k])
+            self.results.append(LossRecord(tag, int(out.loss[k]) / scale, p[lo:hi], t[lo:hi], correct, report))
+        return out.dy
+
+    def _float(self, tags: list[Tag], p_rows: np.ndarray, t_rows: np.ndarray, offsets: list[int]) -> np.ndarray:
+        """Record the loss of every instance (a sum over its rows) and return the gradient rows,
+        in float64; row by row, so batching changes nothing."""
+        p = np.array(p_rows, dtype=np.float64)
+        t = self._target(t_rows)
         starts = offsets[:-1]
         if self.node.fn == "mse":
-            t = self._real(t_rows)
             diff = p - t
             losses = 0.5 * np.add.reduceat(np.sum(diff * diff, axis=1), starts)
             dy, correct = diff, [None] * len(tags)
         else:
-            t = t_rows.astype(np.int64, copy=False)
             labels = t[:, 0]
-            bad = (labels < 0) | (labels >= p.shape[1])
-            if np.any(bad):
-                tag = tags[int(np.searchsorted(offsets, np.argmax(bad), side="right")) - 1]
-                raise self.error(f"target class outside [0, {p.shape[1]}) (tag {tag})")
             z = p - p.max(axis=1, keepdims=True)
             logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
             rows = np.arange(p.shape[0])
@@ -207,8 +243,6 @@ class LossKernel(Kernel):
         for k, tag in enumerate(tags):
             lo, hi = offsets[k], offsets[k + 1]
             self.results.append(LossRecord(tag, float(losses[k]), p[lo:hi], t[lo:hi], correct[k]))
-        if self.fixed:
-            return quantize(dy, self.numerics.grads, self.counter, self.site("bwd"))
         return dy.astype(self.dtype)
 
     def pending(self) -> int:

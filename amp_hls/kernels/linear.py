@@ -94,9 +94,14 @@ class ParamKernel(Kernel):
 
 
 class LinearKernel(ParamKernel):
+    """``skip_dx``: set by the numpy device model on a Linear fed by a host source
+    (``design.skips_dx``), which runs no dx loop, as the hardware does. Its engine still sees one
+    backward per forward on the edge (an all-zero gradient, never sent: the device drops it)."""
+
     kind = "linear"
     same_keys = True
     node: Linear
+    skip_dx = False
 
     def __init__(
         self,
@@ -163,8 +168,11 @@ class LinearKernel(ParamKernel):
                 if self.node.bias:
                     db = dy_m.sum(axis=0) << self.numerics.data.frac
                     self.grads["bias"] = saturate_acc(self.grads["bias"] + db, self.counter, site)
-            acc = saturate_acc(dy @ self.qparams["weight"], self.counter, self.site("bwd_acc"))
-            dx = narrow(acc, self.numerics.weights.frac, self.numerics.grads, self.counter, self.site("bwd"))
+            if self.skip_dx:
+                dx = np.zeros((dy.shape[0], self.node.in_features), dtype=np.int64)
+            else:
+                acc = saturate_acc(dy @ self.qparams["weight"], self.counter, self.site("bwd_acc"))
+                dx = narrow(acc, self.numerics.weights.frac, self.numerics.grads, self.counter, self.site("bwd"))
         return self.emit_rows(0, tags_of(msgs), Direction.BWD, dx, splits)
 
     def pending(self) -> int:
