@@ -5,7 +5,8 @@ BIN    := $(VENV)/bin
 EXTRAS := dev,data,plot,mpi,qm9,yosys,hlstypes
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup test test-fast demo lint clean bench-setup bench-quick bench staleness staleness-quick
+.PHONY: setup test test-fast demo lint clean bench-setup bench-quick bench staleness staleness-quick \
+	bench-hardware calibrate-resources
 
 setup: $(STAMP)
 
@@ -54,6 +55,17 @@ staleness: $(BENCH_STAMP)
 
 staleness-quick: $(BENCH_STAMP)
 	$(BIN)/python -m bench.staleness --quick
+
+# Each zoo model folded for pynq-z2 and zcu104: parallelism, muf, predicted instances/s, resource
+# model totals, rtlsim-measured rate where affordable, the numpy CPU runtime beside it
+# (bench/results/hardware.json; `python -m bench.hardware` for the whole zoo).
+bench-hardware: setup
+	$(BIN)/python -m bench.hardware --quick
+
+# Refit the resource model to Yosys after the RTL changes (amp_hls/cycles/resource_coefficients.json;
+# cached: only changed kernels are synthesised again).
+calibrate-resources: setup
+	$(BIN)/python -m bench.calibrate_resources
 
 # Distributed A-SGD (GPU A-SGD's study, small): workers x n_sync under mpiexec, the earlier
 # gradient-only workers side by side, a warm start; bench/results/distributed.json and

@@ -17,6 +17,7 @@
     [device]              # the generated device
     board = "pynq-z2"
     cache_slots = 64
+    fold = true           # generate folds for the board (cycles/folding.py); target_rate = 5e5 aims lower
 
     [nodes.fc0]           # one node, like hls4ml's per-layer configuration
     parallelism = 4       # MACs per cycle of a linear node's kernel (folding)
@@ -98,7 +99,7 @@ class Key:
     help: str
 
 
-INT, NUMBER, STRING = (int,), (int, float), (str,)
+INT, NUMBER, STRING, BOOL = (int,), (int, float), (str,), (bool,)
 SCHEMA: dict[str, dict[str, Key]] = {
     "training": {
         "mak": Key(INT, _positive, "instances in flight (max active keys)"),
@@ -119,6 +120,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "device": {
         "board": Key(STRING, _board, "the board a project is generated for"),
         "cache_slots": Key(INT, _positive, "tag-table entries per caching kernel (>= mak x messages per instance)"),
+        "fold": Key(BOOL, None, "generate chooses each Linear's parallelism and the GRADS period for the board"),
+        "target_rate": Key(NUMBER, _positive_finite, "generate folds no further than this many instances/s"),
     },
 }
 NODE_KEYS: dict[str, Key] = {
@@ -201,8 +204,8 @@ def _value(source: str, where: str, keys: Mapping[str, Key], name: str, value: A
     key = keys.get(name)
     if key is None:
         raise AmpHlsError(f"{source}: unknown key {where}; known: {', '.join(keys)}")
-    if isinstance(value, bool) or not isinstance(value, key.types):
-        want = {INT: "an integer", NUMBER: "a number", STRING: "a string"}[key.types]
+    if (isinstance(value, bool) and key.types != BOOL) or not isinstance(value, key.types):
+        want = {INT: "an integer", NUMBER: "a number", STRING: "a string", BOOL: "true or false"}[key.types]
         raise AmpHlsError(f"{source}: {where}: must be {want}, got {value!r}")
     problem = key.check(value) if key.check is not None else None
     if problem:

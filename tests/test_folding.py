@@ -1,4 +1,5 @@
-"""Folding: each Linear's parallelism and the dump period, chosen with the cycle model."""
+"""Folding: each Linear's parallelism and the dump period, chosen with the cycle model and priced
+with the resource model against the board."""
 
 from __future__ import annotations
 
@@ -7,14 +8,33 @@ import dataclasses
 import pytest
 
 from amp_hls.codegen.boards import load_board
-from amp_hls.cycles.folding import MAX_PARALLELISM, apply, candidates, fold, format_folding
-from amp_hls.cycles.report import cycle_report, sample_inputs
+from amp_hls.cycles.folding import (
+    MARGIN,
+    MAX_PARALLELISM,
+    FitError,
+    apply,
+    candidates,
+    check_fit,
+    fold,
+    format_folding,
+    pin,
+    structural_loads,
+)
+from amp_hls.cycles.report import count_messages, cycle_report, sample_inputs
+from amp_hls.cycles.resources import BOARD_RESOURCES, design_resources
 from amp_hls.design import DeviceOptions, build_design
 from amp_hls.errors import AmpHlsError
 from amp_hls.ir import Linear
 from amp_hls.models import MODELS
+from amp_hls.placement import place
 
 PYNQ = load_board("pynq-z2")
+ZCU = load_board("zcu104")
+OPTIONS = DeviceOptions(cache_slots=16, max_in_flight=16)  # mlp's generate sizing: 16 x 1 message
+
+
+def _board(base, **resources):  # type: ignore[no-untyped-def]
+    return dataclasses.replace(base, name="tiny", resources={**base.resources, **resources})
 
 
 @pytest.fixture(scope="module")
@@ -29,56 +49,97 @@ def test_candidates_are_the_smallest_parallelism_per_word_count() -> None:
     assert max(candidates(Linear(name="w", in_features=300, out_features=1))) <= MAX_PARALLELISM
 
 
+def test_a_static_graph_needs_no_samples(mlp) -> None:  # type: ignore[no-untyped-def]
+    graph, inputs = mlp
+    assert structural_loads(place(graph)) == count_messages(place(graph), inputs[:1])  # mlp: one row each
+    assert fold(graph, ZCU, None, OPTIONS) == fold(graph, ZCU, inputs, OPTIONS)
+    with pytest.raises(AmpHlsError, match="loop or an Ungroup: folding needs sample instances"):
+        fold(MODELS["list-rnn"].build(), ZCU, None, OPTIONS)
+
+
 def test_the_busiest_linear_gets_the_macs_and_the_model_agrees_with_the_report(mlp) -> None:  # type: ignore[no-untyped-def]
     graph, inputs = mlp
-    f = fold(graph, PYNQ, inputs, DeviceOptions())
+    f = fold(graph, ZCU, inputs, OPTIONS)
     assert f.parallelism["fc0"] == 64 and 1 < f.parallelism["head"] < f.parallelism["fc0"]
-    assert f.dsps == sum(f.parallelism.values()) <= f.dsp_budget == int(220 * 0.9)
     assert "fc0 (linear) is the bottleneck at its largest useful parallelism 64" in f.bound
     folded = apply(graph, f)
     assert [n.parallelism for n in graph.nodes.values() if isinstance(n, Linear)] == [1, 1]  # untouched
-    report = cycle_report(build_design(folded, DeviceOptions(muf=f.muf)), PYNQ, inputs)
+    design = build_design(folded, dataclasses.replace(OPTIONS, muf=f.muf))
+    report = cycle_report(design, ZCU, inputs)
     assert {n.name: n.cycles for n in report.nodes} == pytest.approx(f.cycles)
     assert f.instances_per_s == pytest.approx(100e6 / max(max(f.cycles.values()), f.link_beats))
-    assert report.macs_instantiated == f.dsps
+    assert report.macs_instantiated == f.dsps == sum(f.parallelism.values())
+    assert design_resources(design).total == f.resources.total  # the manifest's numbers are the design's
     text = format_folding(f)
-    assert "fc0=64" in text and f"{f.dsps} of {f.dsp_budget} DSP slices" in text
+    assert "fc0=64" in text and "resources (model, 90% of each usable): LUT" in text
+
+
+def test_every_resource_stays_within_the_margin_and_the_full_one_is_named(mlp) -> None:  # type: ignore[no-untyped-def]
+    graph, inputs = mlp
+    f = fold(graph, PYNQ, inputs, OPTIONS)
+    for r in BOARD_RESOURCES:
+        assert getattr(f.resources.total, r) <= MARGIN * PYNQ.resources[r]
+    unbounded = fold(graph, ZCU, inputs, OPTIONS)
+    luts = f.resources.total.lut
+    tight = _board(ZCU, lut=int((luts + 0.3 * (unbounded.resources.total.lut - luts)) / MARGIN))
+    g = fold(graph, tight, inputs, OPTIONS)
+    assert g.bound.startswith("the LUT budget") and "tiny" in g.bound
+    assert g.resources.total.lut <= MARGIN * tight.resources["lut"] and g.dsps < unbounded.dsps
 
 
 def test_the_dump_period_is_the_shortest_within_five_percent_of_the_best(mlp) -> None:  # type: ignore[no-untyped-def]
     graph, inputs = mlp
-    f = fold(graph, PYNQ, inputs, DeviceOptions())
-    shorter = [fold(graph, PYNQ, inputs, DeviceOptions(), muf=m) for m in (1, f.muf // 2)]
+    f = fold(graph, ZCU, inputs, OPTIONS)
+    shorter = [fold(graph, ZCU, inputs, OPTIONS, muf=m) for m in (1, f.muf // 2)]
     assert all(s.instances_per_s < 0.95 * f.instances_per_s for s in shorter)
-    assert fold(graph, PYNQ, inputs, DeviceOptions(), muf=3).muf == 3  # a given period is kept
+    assert fold(graph, ZCU, inputs, OPTIONS, muf=3).muf == 3  # a given period is kept
 
 
 def test_the_dsp_budget_and_a_target_rate_stop_the_folding(mlp) -> None:  # type: ignore[no-untyped-def]
     graph, inputs = mlp
-    small = dataclasses.replace(PYNQ, name="tiny", resources={**PYNQ.resources, "dsp": 20})
-    f = fold(graph, small, inputs, DeviceOptions())
-    assert f.dsps <= 18 and f.bound.startswith("the DSP budget") and "tiny" in f.bound
-    full = fold(graph, PYNQ, inputs, DeviceOptions(), muf=8)
-    slow = fold(graph, PYNQ, inputs, DeviceOptions(), muf=8, target_rate=full.instances_per_s / 4)
+    base = design_resources(build_design(graph, OPTIONS)).total.dsp  # every kernel at parallelism 1
+    small = _board(ZCU, dsp=int((base + 10) / MARGIN))
+    f = fold(graph, small, inputs, OPTIONS)
+    assert f.bound.startswith("the DSP budget") and f.resources.total.dsp <= MARGIN * small.resources["dsp"]
+    full = fold(graph, ZCU, inputs, OPTIONS, muf=8)
+    slow = fold(graph, ZCU, inputs, OPTIONS, muf=8, target_rate=full.instances_per_s / 4)
     assert slow.dsps < full.dsps and "target rate" in slow.bound
     assert 100e6 / max(slow.cycles.values()) >= full.instances_per_s / 4
 
 
 def test_fixed_parallelism_is_kept_and_checked(mlp) -> None:  # type: ignore[no-untyped-def]
     graph, inputs = mlp
-    f = fold(graph, PYNQ, inputs, DeviceOptions(), fixed={"fc0": 4})
+    f = fold(graph, ZCU, inputs, OPTIONS, fixed={"fc0": 4})
     assert f.parallelism["fc0"] == 4 and "fc0 (linear) is the bottleneck and has its parallelism fixed" in f.bound
     with pytest.raises(AmpHlsError, match="names act0: not a device Linear node .*fc0, head"):
-        fold(graph, PYNQ, inputs, DeviceOptions(), fixed={"act0": 2})
+        fold(graph, ZCU, inputs, OPTIONS, fixed={"act0": 2})
     with pytest.raises(AmpHlsError, match="fc0=65: use 1 to 64"):
-        fold(graph, PYNQ, inputs, DeviceOptions(), fixed={"fc0": 65})
-    tiny = dataclasses.replace(PYNQ, resources={**PYNQ.resources, "dsp": 10})
-    with pytest.raises(AmpHlsError, match="need 65 DSP slices .* lower --parallelism"):
-        fold(graph, tiny, inputs, DeviceOptions(), fixed={"fc0": 64})
+        fold(graph, ZCU, inputs, OPTIONS, fixed={"fc0": 65})
+    tiny = _board(ZCU, dsp=40)
+    with pytest.raises(FitError, match=r"does not fit tiny: DSP .* most in fc0 .*lower --parallelism \(fc0=64\)"):
+        fold(graph, tiny, inputs, OPTIONS, fixed={"fc0": 64})
+    with pytest.raises(FitError, match="lower --parallelism"):  # pinned by hand, not folded: the same check
+        check_fit(pin(graph, {"fc0": 64}), tiny, OPTIONS)
+
+
+def test_too_many_cache_slots_are_refused_with_the_mak_that_fits(mlp) -> None:  # type: ignore[no-untyped-def]
+    graph, _ = mlp
+    options = DeviceOptions(cache_slots=4000, max_in_flight=4000)
+    with pytest.raises(FitError) as err:
+        check_fit(graph, PYNQ, options)
+    text = str(err.value)
+    assert "does not fit pynq-z2" in text and "lower --mak or --cache-slots" in text
+    fit = int(text.split("at most ")[1].split(" fit")[0])
+    assert 0 < fit < 4000
+    check_fit(graph, PYNQ, DeviceOptions(cache_slots=fit, max_in_flight=fit))  # what it names does fit
+    with pytest.raises(FitError):
+        check_fit(graph, PYNQ, DeviceOptions(cache_slots=fit + 1, max_in_flight=fit + 1))
 
 
 def test_a_non_linear_bottleneck_is_named() -> None:
     graph = MODELS["ggsnn-qm9"].build()
-    f = fold(graph, PYNQ, sample_inputs(graph, 3), DeviceOptions())
-    assert f.bound.endswith("is the bottleneck and is not a Linear") or "host link" in f.bound
-    assert f.dsps <= f.dsp_budget
+    f = fold(graph, ZCU, sample_inputs(graph, 3), DeviceOptions(cache_slots=4))  # 16 slots: 700 BRAM36
+    assert f.bound.endswith("is the bottleneck and is not a Linear") or "host link" in f.bound \
+        or "budget" in f.bound
+    for r in BOARD_RESOURCES:
+        assert getattr(f.resources.total, r) <= MARGIN * ZCU.resources[r]

@@ -16,6 +16,7 @@ from ..errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, AmpHlsError, escape_contr
 from ..version import __version__
 from .graphs import GRAPH_HELP, cmd_export, cmd_models, cmd_summary
 from .hardware import (
+    add_fold_options,
     add_model_option,
     cmd_csim,
     cmd_deploy,
@@ -79,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "kernel cores (and a C++ testbench for Vitis csim/cosim)")
     p.add_argument("--config", type=Path, help="TOML run configuration: [precision], [device], [nodes.<name>] "
                    "parallelism, [training] muf; options given here win")
+    add_fold_options(p)
     p.set_defaults(func=cmd_generate)
 
     p = sub.add_parser("deploy", help="one folder to copy onto the board: bitstream, manifest, driver, instructions")

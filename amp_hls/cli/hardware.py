@@ -42,8 +42,18 @@ def cmd_generate(args: argparse.Namespace) -> int:
     # an unknown board or a graph that breaks the IR (names included) fails before anything is written
     options = api.device_options(config, muf=args.muf, cache_slots=args.cache_slots)
     options = _sized(args, config, options)  # what the bitstream fixes, for the model's training run
+    pins = dict(args.parallelism or [])
+    folding = None
+    if api.folds(config, args.fold, args.target_rate):
+        from ..cycles.folding import format_folding
+
+        muf_given = args.muf is not None or (config is not None and "muf" in config.training)
+        board_name = args.board or (config.device.get("board") if config else None) or api.DEFAULT_BOARD
+        folding = api.fold_for(args.model, board_name, options=options, config=config, target_rate=args.target_rate,
+                               parallelism=pins, muf=options.muf if muf_given else None)
+        print(format_folding(folding))
     project = api.generate(args.model, args.output, board=args.board, config=config, force=args.force,
-                           options=options, flow=args.flow)
+                           options=options, flow=args.flow, parallelism=pins, folding=folding)
     if project.flow == "hls":
         from ..sim.vitis_bench import write_vitis_testbench
 
@@ -51,7 +61,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     board = project.board
     n = len(project.hls.placement.device_nodes)
     print(f"wrote {project.root} ({project.flow} flow): {n} kernels + boundary for {board.name} ({board.part}) "
-          f"in {time.perf_counter() - start:.2f} s; sized for mak {options.max_in_flight}, muf {options.muf}, "
+          f"in {time.perf_counter() - start:.2f} s; sized for mak {options.max_in_flight}, "
+          f"muf {folding.muf if folding else options.muf}, "
           f"{options.cache_slots} cache slots")
     targets = "csim | bitstream | deploy" if project.flow == "rtl" else "csim | ip | cosim | bitstream | deploy"
     print(f"  make -C {project.root} {targets}   -> {project.name}.bit + {project.name}.hwh")
@@ -59,6 +70,25 @@ def cmd_generate(args: argparse.Namespace) -> int:
     print(f"  rtl: {project.root}/rtl ({rtl['top']}); amp-hls testbench {project.root}" if "top" in rtl else
           f"  rtl: none yet, no RTL kernel for node kind(s) {', '.join(rtl['missing_kinds'])}")
     return 0
+
+
+def add_fold_options(p: argparse.ArgumentParser) -> None:
+    """generate's folding options (docs/board.md, Folding)."""
+    p.add_argument("--fold", action=argparse.BooleanOptionalAction, default=None,
+                   help="choose each Linear's parallelism and the GRADS period for the board with the cycle "
+                   "and resource models (default: off, or [device] fold in --config); refuses a design that "
+                   "does not fit")
+    p.add_argument("--target-rate", type=float, metavar="N",
+                   help="fold no further than N instances/s (implies --fold)")
+    p.add_argument("--parallelism", type=_node_parallelism, action="append", metavar="NODE=P",
+                   help="pin a Linear node's MACs per cycle (repeatable); folding chooses the others")
+
+
+def _node_parallelism(text: str) -> tuple[str, int]:
+    name, sep, value = text.partition("=")
+    if not sep or not name or not value.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: use NODE=P, e.g. fc0=8")
+    return name, int(value)
 
 
 def _sized(args: argparse.Namespace, config, options):  # type: ignore[no-untyped-def]

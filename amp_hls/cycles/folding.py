@@ -2,52 +2,75 @@
 
 As FINN's SetFolding does for inference, the choice balances the pipeline with the cycle model:
 the device finishes instances at the pace of its busiest kernel, so the busiest Linear is given
-more MACs (``parallelism``) until either the target rate is met, the DSP budget is spent, or the
-bottleneck is a kernel that more MACs cannot speed up (it is named). Then the gradient-dump period
-is set (if not given) to the shortest that keeps the host link from being the bottleneck: each
+more MACs (``parallelism``) until either the target rate is met, the board is full, or the
+bottleneck is a kernel that more MACs cannot speed up (it is named). Each Linear thus ends at the
+least parallelism that keeps it within the bottleneck's pace. Then the gradient-dump period is
+set (if not given) to the shortest that keeps the host link from being the bottleneck: each
 dump carries a whole weight matrix, so at one dump per gradient the link, not the kernels, would
 bound a folded design.
 
 The message counts come from sample instances run once through the numpy runtime, exactly as the
-report counts them (``report.count_messages``); only the pricing is repeated per candidate.
-Multipliers are the one resource priced so far: one DSP slice per MAC (a 16x16 product), against
-``margin`` of the board's DSPs. LUT, FF and BRAM use is not modelled yet: ``amp-hls estimate``
-synthesises the result with Yosys.
+report counts them (``report.count_messages``); a static graph (no loop, no Ungroup) needs none:
+each device port sees one message of its edge's rows per instance. Only the pricing is repeated
+per candidate. Every candidate is priced with the resource model (``cycles/resources.py``): LUT,
+FF, DSP and BRAM36 of every kernel, the boundary and the FIFOs, within ``margin`` of the board's.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..codegen.boards import Board
-from ..design import DeviceOptions
+from ..design import DeviceDesign, DeviceOptions, NodeDesign, build_design
 from ..errors import AmpHlsError
 from ..ir import LIMITS, GraphCore, Linear, graph_from_json
+from ..ir.validate import strongly_connected
 from ..kinds import cycle_model
 from ..models.inputs import Inputs
-from ..placement import place
+from ..placement import Placement
 from .report import Load, count_messages, link_beats
+from .resources import (
+    BOARD_RESOURCES,
+    LABELS,
+    Coefficients,
+    DesignResources,
+    Resources,
+    design_resources,
+    kernel_resources,
+    load_coefficients,
+    with_parallelism,
+)
 
 MAX_PARALLELISM = LIMITS.max_parallelism  # MACs one Linear kernel may get (ir/limits.py)
 DUMP_PERIODS = (1, 2, 4, 8, 16, 32, 64)  # candidate muf values, shortest first; beyond 64 the
 # host's weights would lag the device by too many gradients (docs/staleness.md)
-DSP_MARGIN = 0.9  # of the board's DSP slices the folding may use
+MARGIN = 0.9  # of each of the board's resources the folding may use (routing needs the rest)
+DSP_MARGIN = MARGIN
+
+
+class FitError(AmpHlsError):
+    """A design that does not fit its board, even at the parallelism it was given."""
 
 
 @dataclass(frozen=True)
 class Folding:
-    """The choice, with what bounds it."""
+    """The choice, with what bounds it and what it uses."""
 
     parallelism: dict[str, int]  # device Linear node -> MACs per cycle
     muf: int  # backward messages per GRADS dump
     cycles: dict[str, float]  # device node -> cycles per instance at the chosen folding
     clock_mhz: float
-    dsps: int  # multipliers instantiated
+    dsps: int  # multipliers the Linear kernels instantiate (the sum of their parallelism)
     dsp_budget: int
     link_beats: float  # the busier direction of the host link, beats per instance
     bound: str  # why the folding stopped, naming the node or resource
+    resources: DesignResources  # the resource model's prediction at this choice
+    board: Board
+    margin: float = MARGIN
+    kinds: dict[str, str] = field(default_factory=dict)  # device node -> kind, for the per-kind sums
 
     @property
     def bottleneck(self) -> str:
@@ -59,11 +82,19 @@ class Folding:
         return self.clock_mhz * 1e6 / max(self.cycles[self.bottleneck], self.link_beats)
 
     def to_json(self) -> dict[str, object]:
+        """The manifest's ``folding`` entry."""
+        kinds: dict[str, Resources] = {}
+        for name, used in self.resources.kernels.items():
+            kind = self.kinds.get(name, "?")
+            kinds[kind] = kinds.get(kind, Resources()) + used
         return {"parallelism": dict(self.parallelism), "muf": self.muf, "dsps": self.dsps,
                 "dsp_budget": self.dsp_budget, "bottleneck": self.bottleneck,
                 "cycles_per_instance": {n: round(c, 2) for n, c in self.cycles.items()},
                 "link_beats_per_instance": round(self.link_beats, 2),
-                "instances_per_s": round(self.instances_per_s, 1), "bound": self.bound}
+                "instances_per_s": round(self.instances_per_s, 1), "bound": self.bound,
+                "board": self.board.name, "margin": self.margin,
+                "resources": {**self.resources.to_json(self.board),
+                              "kinds": {k: r.to_json() for k, r in sorted(kinds.items())}}}
 
 
 def candidates(node: Linear) -> list[int]:
@@ -72,50 +103,108 @@ def candidates(node: Linear) -> list[int]:
     return [p for p in out if p <= MAX_PARALLELISM]
 
 
-def _node_cycles(node, graph: GraphCore, load: Load, options: DeviceOptions, n: int) -> float:  # noqa: ANN001
-    in_specs = [graph.input_spec(node.name, i) for i in range(node.n_inputs)]
-    out_specs = [graph.spec(node.name, j) for j in range(node.n_outputs)]
+def is_static(graph: GraphCore) -> bool:
+    """No loop and no Ungroup: every instance leaves one message at each port of each node."""
+    succ: dict[str, list[str]] = {}
+    for e in graph.edges:
+        succ.setdefault(e.src.node, []).append(e.dst.node)
+    loops = any(len(c) > 1 for c in strongly_connected(graph.nodes, succ))
+    return not loops and not any(node.kind == "ungroup" for node in graph.nodes.values())
+
+
+def structural_loads(placement: Placement) -> dict[str, Load]:
+    """The loads of one instance of a static graph: a message of its edge's rows on every port
+    of every device node, forward in and gradient back."""
+    graph = placement.graph
+    loads = {}
+    for name in placement.device_nodes:
+        node = graph.nodes[name]
+        load: Load = Counter()
+        for i in range(node.n_inputs):
+            load[(f"in{i}", graph.input_spec(name, i).max_rows)] += 1
+        for j in range(node.n_outputs):
+            load[(f"out{j}_grad", graph.spec(name, j).max_rows)] += 1
+        loads[name] = load
+    return loads
+
+
+def _node_cycles(kernel: NodeDesign, node, load: Load, options: DeviceOptions, n: int) -> float:  # noqa: ANN001
     model = cycle_model(node.kind)
-    return sum(count * model.message_cycles(node, in_specs, out_specs, options, port, rows)
+    flag = {"skip_dx": True} if kernel.skip_dx else {}
+    return sum(count * model.message_cycles(node, list(kernel.in_specs), list(kernel.out_specs), options, port, rows,
+                                            **flag)
                for (port, rows), count in load.items()) / n
 
 
-def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs], options: DeviceOptions,
+class _Pricer:
+    """The resource model of one design, each Linear's kernel repriced per parallelism (cached)."""
+
+    def __init__(self, design: DeviceDesign, base: DesignResources, coefficients: Coefficients, linears: set[str]):
+        self.design, self.base, self.coefficients = design, base, coefficients
+        self.fixed_part = base.boundary + base.fifos  # what no parallelism changes
+        for name, used in base.kernels.items():
+            if name not in linears:
+                self.fixed_part = self.fixed_part + used
+        self._cache: dict[tuple[str, int], Resources] = {}
+
+    def linear(self, name: str, p: int) -> Resources:
+        if (name, p) not in self._cache:
+            self._cache[(name, p)] = kernel_resources(with_parallelism(self.design, name, p), name, self.coefficients)
+        return self._cache[(name, p)]
+
+    def total(self, choice: Mapping[str, int]) -> Resources:
+        out = self.fixed_part
+        for name, p in choice.items():
+            out = out + self.linear(name, p)
+        return out
+
+    def resources(self, choice: Mapping[str, int]) -> DesignResources:
+        kernels = {n: (self.linear(n, choice[n]) if n in choice else r) for n, r in self.base.kernels.items()}
+        return DesignResources(kernels, self.base.boundary, self.base.fifos, self.base.unpriced)
+
+
+def _over(total: Resources, budgets: Mapping[str, float]) -> list[str]:
+    return [r for r in BOARD_RESOURCES if getattr(total, r) > budgets[r]]
+
+
+def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, options: DeviceOptions,
          target_rate: float | None = None, fixed: Mapping[str, int] | None = None,
-         muf: int | None = None, margin: float = DSP_MARGIN, seed: int = 0) -> Folding:
+         muf: int | None = None, margin: float = MARGIN, seed: int = 0,
+         coefficients: Coefficients | None = None) -> Folding:
     """Choose each device Linear's parallelism (``fixed`` ones excepted) and, unless ``muf`` is
-    given, the dump period. ``inputs`` are sample instances; ``target_rate`` (instances/s) stops
-    the folding once met. AmpHlsError when the fixed choices alone exceed the DSP budget."""
-    if not inputs:
+    given, the dump period. ``inputs`` are sample instances (None: a static graph's own loads);
+    ``target_rate`` (instances/s) stops the folding once met. FitError when the design does not
+    fit ``margin`` of the board even at its fixed or least parallelism."""
+    if inputs is not None and not inputs:
         raise AmpHlsError("folding needs at least one sample instance")
     fixed = dict(fixed or {})
-    placement = place(graph)
+    linears = _device_linears(graph)
+    _check_fixed(fixed, linears)
+    start = {name: fixed.get(name, 1) for name in sorted(linears)}
+    design = build_design(pin(graph, start), options)  # every Linear at its fixed or least parallelism
+    placement = design.placement
     nodes = {name: graph.nodes[name] for name in placement.device_nodes}
-    linears = {name for name, node in nodes.items() if isinstance(node, Linear)}
-    unknown = sorted(set(fixed) - linears)
-    if unknown:
-        raise AmpHlsError(f"--parallelism names {', '.join(unknown)}: not a device Linear node "
-                          f"(the device's Linear nodes: {', '.join(sorted(linears)) or 'none'})")
-    for name, p in fixed.items():
-        if not 1 <= p <= MAX_PARALLELISM:
-            raise AmpHlsError(f"--parallelism {name}={p}: use 1 to {MAX_PARALLELISM}")
-    loads = count_messages(placement, inputs, seed)
-    n = len(inputs)
-    budget = int(board.resources.get("dsp", 0) * margin)
-    choice = {name: fixed.get(name, 1) for name in sorted(linears)}
-    if sum(choice.values()) > budget:
-        raise AmpHlsError(f"the Linear nodes need {sum(choice.values())} DSP slices at their fixed or least "
-                          f"parallelism, {budget} of {board.name}'s {board.resources.get('dsp', 0)} are available "
-                          f"({margin:.0%}): lower --parallelism")
+    if inputs is None:
+        if not is_static(graph):
+            raise AmpHlsError(f"graph {graph.name!r} has a loop or an Ungroup: folding needs sample instances")
+        loads, n = structural_loads(placement), 1
+    else:
+        loads, n = count_messages(placement, inputs, seed), len(inputs)
+    coefficients = coefficients or load_coefficients()
+    pricer = _Pricer(design, design_resources(design, coefficients), coefficients, linears)
+    budgets = {r: margin * board.resources.get(r, 0) for r in BOARD_RESOURCES}
+    over = _over(pricer.total(start), budgets)
+    if over:
+        raise FitError(_misfit(design, board, margin, pricer.resources(start), over[0], coefficients))
 
     def fold_at(period: int) -> tuple[dict[str, int], dict[str, float], str]:
         """Raise the busiest Linear's parallelism until something else bounds the pace."""
         opts = dataclasses.replace(options, muf=period)
-        choice = {name: fixed.get(name, 1) for name in sorted(linears)}
+        choice = dict(start)
 
         def price(name: str) -> float:
-            node = dataclasses.replace(nodes[name], parallelism=choice[name]) if name in choice else nodes[name]
-            return _node_cycles(node, graph, loads[name], opts, n)
+            node = dataclasses.replace(nodes[name], parallelism=choice[name]) if name in choice else nodes[name]  # type: ignore[type-var]
+            return _node_cycles(design.nodes[name], node, loads[name], opts, n)
 
         cycles = {name: price(name) for name in nodes}
         while True:
@@ -129,10 +218,15 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs], options: Devi
             if not more:
                 return choice, cycles, (f"{slowest} (linear) is the bottleneck at its largest useful "
                                         f"parallelism {choice[slowest]}")
-            if sum(choice.values()) - choice[slowest] + more[0] > budget:
-                return choice, cycles, (f"the DSP budget: {sum(choice.values())} of {budget} ({margin:.0%} of "
-                                        f"{board.name}'s {board.resources.get('dsp', 0)}) in use, {slowest} needs {more[0]}")
-            choice[slowest] = more[0]
+            trial = {**choice, slowest: more[0]}
+            full = _over(pricer.total(trial), budgets)
+            if full:
+                r = full[0]
+                used = getattr(pricer.total(choice), r)
+                return choice, cycles, (f"the {LABELS[r]} budget: {used:,.0f} of {budgets[r]:,.0f} ({margin:.0%} of "
+                                        f"{board.name}'s {board.resources.get(r, 0):,}) in use, {slowest} at "
+                                        f"parallelism {more[0]} would need {getattr(pricer.total(trial), r) - used:,.0f} more")
+            choice = trial
             cycles[slowest] = price(slowest)
 
     def rate(period: int, cycles: dict[str, float]) -> float:
@@ -147,7 +241,84 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs], options: Devi
     link = _busier_link(placement, loads, period, n)
     if link > max(cycles.values()):
         bound = f"the host link ({link:,.0f} beats/instance at a GRADS dump every {period} gradients)"
-    return Folding(choice, period, cycles, board.clock_mhz, sum(choice.values()), budget, link, bound)
+    return Folding(choice, period, cycles, board.clock_mhz, sum(choice.values()),
+                   int(board.resources.get("dsp", 0) * margin), link, bound, pricer.resources(choice), board, margin,
+                   {name: node.kind for name, node in nodes.items()})
+
+
+def _check_fixed(fixed: Mapping[str, int], linears: set[str]) -> None:
+    unknown = sorted(set(fixed) - linears)
+    if unknown:
+        raise AmpHlsError(f"--parallelism names {', '.join(unknown)}: not a device Linear node "
+                          f"(the device's Linear nodes: {', '.join(sorted(linears)) or 'none'})")
+    for name, p in fixed.items():
+        if isinstance(p, bool) or not isinstance(p, int) or not 1 <= p <= MAX_PARALLELISM:
+            raise AmpHlsError(f"--parallelism {name}={p}: use 1 to {MAX_PARALLELISM}")
+
+
+def _device_linears(graph: GraphCore) -> set[str]:
+    from ..placement import place
+
+    return {n for n in place(graph).device_nodes if isinstance(graph.nodes[n], Linear)}
+
+
+def pin(graph: GraphCore, parallelism: Mapping[str, int]) -> GraphCore:
+    """``graph`` with these device Linear nodes' parallelism (each checked), unfolded otherwise."""
+    _check_fixed(parallelism, _device_linears(graph))
+    pinned = graph_from_json(graph.to_json())
+    for name, p in parallelism.items():
+        pinned.nodes[name].parallelism = p  # type: ignore[attr-defined]
+    return pinned
+
+
+def check_fit(graph: GraphCore, board: Board, options: DeviceOptions, margin: float = MARGIN,
+              coefficients: Coefficients | None = None) -> DesignResources:
+    """The design's predicted resources; FitError when they exceed ``margin`` of the board."""
+    coefficients = coefficients or load_coefficients()
+    design = build_design(graph, options)
+    used = design_resources(design, coefficients)
+    over = used.over(board, margin)
+    if over:
+        raise FitError(_misfit(design, board, margin, used, over[0], coefficients))
+    return used
+
+
+def _misfit(design: DeviceDesign, board: Board, margin: float, used: DesignResources, resource: str,
+            coefficients: Coefficients) -> str:
+    """What does not fit, where it goes, and what to lower."""
+    options = design.options
+    total = getattr(used.total, resource)
+    budget = margin * board.resources.get(resource, 0)
+    top = ", ".join(f"{name} {amount:,.0f}" for name, amount in used.top_users(resource))
+    fixes = []
+    slots = _slots_that_fit(design, board, margin, coefficients)
+    per = options.cache_slots // options.max_in_flight if options.max_in_flight else None
+    if 0 < slots < options.cache_slots:  # fewer slots help (none at all: something else is too big)
+        at = f"at most {slots} fit" + (f" (--mak {slots // per})" if per and slots >= per else "")
+        fixes.append(f"--mak or --cache-slots (the tag tables hold {options.cache_slots} entries; {at})")
+    pinned = [f"{n}={k.node.parallelism}" for n, k in design.nodes.items()  # type: ignore[attr-defined]
+              if isinstance(k.node, Linear) and k.node.parallelism > 1]
+    if pinned:
+        fixes.append(f"--parallelism ({', '.join(pinned)})")
+    what = "; lower " + " or ".join(fixes) if fixes else "; a larger board, or a smaller model"
+    return (f"graph {design.graph.name!r} does not fit {board.name}: {LABELS[resource]} {total:,.0f} of {budget:,.0f} "
+            f"({margin:.0%} of {board.resources.get(resource, 0):,}, resource model), most in {top or 'the boundary'}{what}")
+
+
+def _slots_that_fit(design: DeviceDesign, board: Board, margin: float, coefficients: Coefficients) -> int:
+    """The most cache slots (at most the design's) with which it fits; 0: not even one."""
+    def fits(slots: int) -> bool:
+        opts = dataclasses.replace(design.options, cache_slots=slots, max_in_flight=None)
+        return not design_resources(design, coefficients, opts).over(board, margin)
+
+    lo, hi = 0, design.options.cache_slots
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _busier_link(placement, loads: dict[str, Load], muf: int, n: int) -> float:  # noqa: ANN001
@@ -164,7 +335,14 @@ def apply(graph: GraphCore, folding: Folding) -> GraphCore:
 
 def format_folding(f: Folding) -> str:
     per_node = ", ".join(f"{n}={p}" for n, p in f.parallelism.items())
-    return (f"folding: {per_node or 'no Linear on the device'}; {f.dsps} of {f.dsp_budget} DSP slices; "
+    total = f.resources.total
+    use = ", ".join(f"{LABELS[r]} {getattr(total, r):,.0f}/{f.board.resources.get(r, 0):,}"
+                    + (f" ({getattr(total, r) / f.board.resources[r]:.0%})" if f.board.resources.get(r) else "")
+                    for r in BOARD_RESOURCES)
+    unpriced = "; not priced: " + ", ".join(f"{k} ({', '.join(v)})" for k, v in f.resources.unpriced.items()) \
+        if f.resources.unpriced else ""
+    return (f"folding: {per_node or 'no Linear on the device'}; {f.dsps} MACs; "
             f"GRADS every {f.muf} gradients; bottleneck {f.bottleneck} ({f.cycles[f.bottleneck]:,.0f} cycles/instance), "
             f"host link {f.link_beats:,.0f} beats/instance -> {f.instances_per_s:,.0f} instances/s at "
-            f"{f.clock_mhz:g} MHz (cycle model); stopped by {f.bound}")
+            f"{f.clock_mhz:g} MHz (cycle model); stopped by {f.bound}\n"
+            f"  resources (model, {f.margin:.0%} of each usable): {use}{unpriced}")

@@ -1,0 +1,388 @@
+"""Resource model: LUT, FF, DSP, BRAM36 (and LUT-RAM) of each kernel of a device design, without
+synthesising it, so that folding can price a candidate in microseconds (Yosys takes minutes).
+
+Each kernel is described by a few features read off its rendered RTL (``codegen.rtl``, the very
+text Yosys would get): a constant, the bits of its tag tables (``amp_tag_table``: SLOTS x TW
+flip-flops and comparators), the Linear MAC lanes (``parallelism``) and its memories
+(``amp_ram``, ``amp_rom``, and plain arrays), with their widths and depths evaluated from the
+module's and ``amp_pkg``'s integer localparams. Each synchronous memory is placed as Yosys places
+it, by cost: block RAM when fewer RAMB36 cost less than the LUT-RAM cells (``synth_xilinx``'s
+``brams_xc4v``/``lutrams_xc5v`` costs: 257 per RAMB36, 8 per RAM32M/RAM64M), else distributed;
+plain arrays are distributed. The kernel's resources are then linear in those features, with one
+row of non-negative coefficients per node kind (``resource_coefficients.json``, data written by
+``bench/calibrate_resources.py``, which synthesises a grid of small kernels with
+``codegen.estimate`` and fits them: docs/board.md says how to rerun it when the RTL changes).
+amp_top adds the boundary (``k_demux``, ``k_mux``, ``amp_control``) and one ``amp_fifo`` per stream,
+priced the same way. An estimate of an estimate: ``amp-hls estimate`` synthesises the real thing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from ..codegen.boards import Board
+from ..design import DeviceDesign, DeviceOptions, fifo_address_bits
+from ..errors import AmpHlsError
+from ..kinds import KINDS, device_kinds
+from ..resources import templates_dir
+from ..wire import BEAT_BITS
+
+COEFFICIENTS_FILE = Path(__file__).with_name("resource_coefficients.json")
+COEFFICIENTS_SCHEMA = "amp-hls.resource-coefficients"
+RESOURCES = ("lut", "ff", "dsp", "bram36", "lutram")  # lutram: LUTs used as memory, part of lut
+BOARD_RESOURCES = ("lut", "ff", "dsp", "bram36")  # the ones a board budgets (hw/boards/*.json)
+LABELS = {"lut": "LUT", "ff": "FF", "dsp": "DSP", "bram36": "BRAM36", "lutram": "LUTRAM"}
+# one: a constant; tags: kilobits of tag-table entries; lanes: a Linear's MACs; kbits: kilobits of
+# memory in LUT-RAM or flip-flops; akbits: those of plain arrays (read asynchronously, never in
+# block RAM); bram: RAMB36 of the memories in block RAM; routes: boundary routes
+FEATURES = ("one", "tags", "lanes", "kbits", "akbits", "bram", "routes")
+# the features each resource is fitted on (a coefficient per feature and kind)
+USES: dict[str, tuple[str, ...]] = {
+    "lut": ("one", "tags", "lanes", "kbits", "routes"),
+    "ff": ("one", "tags", "lanes", "akbits", "routes"),  # not kbits: a memory moving to block RAM
+    # frees LUTs, and a fit on kbits would have the FFs drop with more slots
+    "dsp": ("one", "lanes"),
+    "bram36": ("one", "bram"),
+    "lutram": ("one", "tags", "kbits"),
+}
+PLACEMENTS = ("cost", "distributed")  # synchronous memories placed by cost, or all in LUT-RAM/FF
+BOUNDARY = ("demux", "mux", "control", "fifo")  # amp_top's parts besides the kernels
+BRAM36_COST, BRAM18_COST, LUTRAM_CELL_COST = 257, 129, 8  # Yosys' memory_libmap costs (xc7)
+# RAMB36 simple-dual-port shapes (width, depth) and RAMB18 ones (half a BRAM36 each)
+_BRAM36_SHAPES = ((72, 512), (36, 1024), (18, 2048), (9, 4096), (4, 8192), (2, 16384), (1, 32768))
+_BRAM18_SHAPES = ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384))
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One memory of a kernel: ``depth`` words of ``width`` bits."""
+
+    name: str
+    width: int
+    depth: int
+    sync: bool = True  # read synchronously (amp_ram, amp_rom): block RAM can hold it
+
+    @property
+    def bits(self) -> int:
+        return self.width * self.depth
+
+    def _blocks(self) -> tuple[float, int]:
+        """(BRAM36, cost) of the cheapest block-RAM shape; a RAMB18 counts half a BRAM36."""
+        full = min(math.ceil(self.width / w) * math.ceil(self.depth / d) for w, d in _BRAM36_SHAPES)
+        half = min(math.ceil(self.width / w) * math.ceil(self.depth / d) for w, d in _BRAM18_SHAPES)
+        if half * BRAM18_COST < full * BRAM36_COST:
+            return half * 0.5, half * BRAM18_COST
+        return float(full), full * BRAM36_COST
+
+    @property
+    def bram36(self) -> float:
+        return self._blocks()[0]
+
+    @property
+    def lutram_cells(self) -> int:
+        """RAM32M (6 bits x 32) or RAM64M (3 bits x 64) cells, the cheaper."""
+        return min(math.ceil(self.width / 6) * math.ceil(self.depth / 32),
+                   math.ceil(self.width / 3) * math.ceil(self.depth / 64))
+
+    @property
+    def in_bram(self) -> bool:
+        """Whether Yosys' cost rule puts it in block RAM (when its read is synchronous)."""
+        return self._blocks()[1] < self.lutram_cells * LUTRAM_CELL_COST
+
+
+_INTEGER = re.compile(r"\blocalparam\s+integer\s+([^;]*);")
+_ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*(.+?)\s*$", re.S)
+_INSTANCE = re.compile(r"\b(amp_ram|amp_rom|amp_tag_table)\s*#\s*\((.*?)\)\s*([A-Za-z_]\w*)\s*\(", re.S)
+_PARAM = re.compile(r"\.([A-Za-z_]\w*)\s*\(")
+_ARRAY = re.compile(r"^\s*reg\s+(?:signed\s+)?\[([^\]:]+):([^\]]+)\]\s*([A-Za-z_]\w*)\s*\[\s*0\s*:([^\]]+)\]\s*;", re.M)
+
+
+def _eval(expr: str, env: Mapping[str, int]) -> int | None:
+    """An integer SV constant expression of names in ``env``; None when it is not one."""
+    text = expr.split("//")[0].replace("amp_pkg::", "").strip()
+    if not re.fullmatch(r"[\w\s+\-*/%()<>?:]+", text) or "'" in text:
+        return None
+    try:
+        value = eval(text.replace("/", "//"), {"__builtins__": {}}, dict(env))  # noqa: S307 - digits, names, operators
+    except Exception:  # noqa: BLE001 - a name this reader does not know: not a constant it can use
+        return None
+    return int(value) if isinstance(value, (int, bool)) else None
+
+
+def _localparams(text: str, env: dict[str, int]) -> dict[str, int]:
+    """``env`` with the integer localparams ``text`` declares, in order."""
+    for statement in _INTEGER.findall(text):
+        for part in _split(statement):
+            found = _ASSIGN.match(part)
+            if found:
+                value = _eval(found.group(2), env)
+                if value is not None:
+                    env[found.group(1)] = value
+    return env
+
+
+def _split(text: str) -> list[str]:
+    """``text`` split at its top-level commas."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        if c in "({[":
+            depth += 1
+        elif c in ")}]":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return [*parts, text[start:]]
+
+
+@cache
+def _package_env(numerics: Any) -> dict[str, int]:  # noqa: ANN401 - a NumericConfig (hashable)
+    from ..codegen.rtl import render_package
+
+    return _localparams(render_package(numerics), {})
+
+
+@dataclass(frozen=True)
+class KernelRtl:
+    """What the model reads off one rendered kernel: its memories and its tag-table bits."""
+
+    memories: tuple[Memory, ...]
+    tag_bits: int
+
+
+def read_rtl(text: str, numerics: Any) -> KernelRtl:  # noqa: ANN401
+    """The memories (amp_ram, amp_rom, arrays) and tag tables a rendered kernel instantiates;
+    AmpHlsError when a size is not an integer constant this reader can evaluate."""
+    env = _localparams(text, dict(_package_env(numerics)))
+    mems, tags = [], 0
+    for module, params, name in _INSTANCE.findall(text):
+        values = {}
+        for part in _split(params):
+            found = _PARAM.match(part.strip())
+            if found:
+                values[found.group(1)] = part.strip()[found.end():].rstrip().removesuffix(")")
+        want = {"amp_ram": ("W", "AW"), "amp_rom": ("W", "DEPTH"), "amp_tag_table": ("SLOTS", "TW")}[module]
+        got = [_eval(values.get(k, ""), env) for k in want]
+        if None in got:
+            raise AmpHlsError(f"resource model: {module} {name}: {', '.join(f'{k}={values.get(k)!r}' for k in want)} "
+                              "is not an integer constant")
+        a, b = got  # type: ignore[misc]
+        if module == "amp_tag_table":
+            tags += a * b
+        else:
+            mems.append(Memory(name, a, 1 << b if module == "amp_ram" else b))
+    for hi, lo, name, last in _ARRAY.findall(text):
+        got = [_eval(x, env) for x in (hi, lo, last)]
+        if None not in got:
+            mems.append(Memory(name, got[0] - got[1] + 1, got[2] + 1, sync=False))  # type: ignore[operator]
+    return KernelRtl(tuple(mems), tags)
+
+
+def memory_features(mems: list[Memory], placement: str) -> dict[str, float]:
+    """``kbits``: kilobits in LUT-RAM or flip-flops; ``bram``: RAMB36 of the memories in block
+    RAM (``placement`` "distributed": none, every memory in LUT-RAM or flip-flops)."""
+    blocks = [placement == "cost" and m.sync and m.in_bram for m in mems]
+    return {"kbits": sum(m.bits for m, b in zip(mems, blocks) if not b) / 1024,
+            "akbits": sum(m.bits for m in mems if not m.sync) / 1024,
+            "bram": sum(m.bram36 for m, b in zip(mems, blocks) if b)}
+
+
+def kernel_rtl(design: DeviceDesign, name: str) -> KernelRtl:
+    from ..codegen.rtl import render_kernel
+
+    return read_rtl(render_kernel(design, name), design.options.numerics)
+
+
+def kernel_features(design: DeviceDesign, name: str, placement: str) -> dict[str, float]:
+    """The features of one kernel of ``design`` (at its options and its nodes' parallelism)."""
+    node = design.nodes[name].node
+    found = kernel_rtl(design, name)
+    lanes = getattr(node, "parallelism", 0) if node.kind == "linear" else 0
+    return {"one": 1.0, "tags": found.tag_bits / 1024, "lanes": float(lanes), "routes": 0.0,
+            **memory_features(list(found.memories), placement)}
+
+
+def fifo_features(address_bits: int) -> dict[str, float]:
+    """One amp_fifo: 2**address_bits words of {TLAST, TDATA}, read synchronously."""
+    return {"one": 1.0, "tags": 0.0, "lanes": 0.0, "routes": 0.0,
+            **memory_features([Memory("fifo", BEAT_BITS + 1, 1 << address_bits)], "cost")}
+
+
+def boundary_features(routes: int) -> dict[str, float]:
+    return {"one": 1.0, "tags": 0.0, "lanes": 0.0, "routes": float(routes), "kbits": 0.0, "akbits": 0.0, "bram": 0.0}
+
+
+@dataclass(frozen=True)
+class Row:
+    """The fitted coefficients of one kind (or boundary part): resource -> feature -> coefficient."""
+
+    coefficients: Mapping[str, Mapping[str, float]]
+    placement: str = "cost"
+
+    def price(self, features: Mapping[str, float]) -> Resources:
+        return Resources(**{r: sum(c * features[f] for f, c in self.coefficients[r].items()) for r in RESOURCES})
+
+
+@dataclass(frozen=True)
+class Coefficients:
+    """The coefficient file: one row per device kind and per boundary part, and how it was made."""
+
+    kinds: Mapping[str, Row]
+    boundary: Mapping[str, Row]
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+def row_from_json(doc: Any, where: str) -> Row:
+    if not isinstance(doc, dict) or doc.get("placement", "cost") not in PLACEMENTS:
+        raise AmpHlsError(f"resource coefficients: {where} is not a row (placement one of {', '.join(PLACEMENTS)})")
+    coefficients = {}
+    for r in RESOURCES:
+        given = doc.get(r)
+        if not isinstance(given, dict) or set(given) != set(USES[r]) or \
+                not all(isinstance(v, (int, float)) and v >= 0 for v in given.values()):
+            raise AmpHlsError(f"resource coefficients: {where}.{r} must give a non-negative number for each of "
+                              f"{', '.join(USES[r])}")
+        coefficients[r] = {f: float(v) for f, v in given.items()}
+    return Row(coefficients, doc.get("placement", "cost"))
+
+
+def row_to_json(row: Row) -> dict[str, Any]:
+    return {"placement": row.placement, **{r: dict(row.coefficients[r]) for r in RESOURCES}}
+
+
+def priced_kinds() -> tuple[str, ...]:
+    """The device kinds with an RTL kernel (its template exists): the ones the model prices."""
+    return tuple(k for k in device_kinds() if (templates_dir() / str(KINDS[k].rtl_template)).is_file())
+
+
+def coefficients_from_json(doc: Any) -> Coefficients:
+    """The coefficient file's contents, checked complete: every kind with an RTL kernel, every
+    boundary part."""
+    if not isinstance(doc, dict) or doc.get("schema") != COEFFICIENTS_SCHEMA:
+        raise AmpHlsError(f"resource coefficients: not an {COEFFICIENTS_SCHEMA} document")
+    kinds, boundary = doc.get("kinds", {}), doc.get("boundary", {})
+    missing = [k for k in priced_kinds() if k not in kinds] + [b for b in BOUNDARY if b not in boundary]
+    if missing:
+        raise AmpHlsError(f"resource coefficients: no row for {', '.join(missing)}: rerun "
+                          "python -m bench.calibrate_resources")
+    return Coefficients({k: row_from_json(v, k) for k, v in kinds.items()},
+                        {b: row_from_json(boundary[b], b) for b in BOUNDARY},
+                        {k: v for k, v in doc.items() if k not in ("kinds", "boundary")})
+
+
+@cache
+def load_coefficients(path: Path = COEFFICIENTS_FILE) -> Coefficients:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise AmpHlsError(f"resource coefficients {path}: {exc}") from None
+    return coefficients_from_json(doc)
+
+
+@dataclass(frozen=True)
+class Resources:
+    lut: float = 0.0
+    ff: float = 0.0
+    dsp: float = 0.0
+    bram36: float = 0.0
+    lutram: float = 0.0
+
+    def __add__(self, other: Resources) -> Resources:
+        return Resources(*(getattr(self, r) + getattr(other, r) for r in RESOURCES))
+
+    def to_json(self) -> dict[str, float]:
+        return {r: round(getattr(self, r), 1) for r in RESOURCES}
+
+
+def kernel_resources(design: DeviceDesign, name: str, coefficients: Coefficients | None = None) -> Resources:
+    """The predicted resources of one kernel of ``design``."""
+    kind = design.nodes[name].node.kind
+    row = (coefficients or load_coefficients()).kinds.get(kind)
+    if row is None:
+        raise AmpHlsError(f"no resource model for node kind {kind!r} (node '{name}')")
+    return row.price(kernel_features(design, name, row.placement))
+
+
+def with_parallelism(design: DeviceDesign, name: str, parallelism: int) -> DeviceDesign:
+    """``design`` with one Linear kernel at another parallelism (for repricing; not for building)."""
+    kernel = design.nodes[name]
+    node = dataclasses.replace(kernel.node, parallelism=parallelism)  # type: ignore[type-var]
+    return dataclasses.replace(design, nodes={**design.nodes, name: dataclasses.replace(kernel, node=node)})
+
+
+@dataclass(frozen=True)
+class DesignResources:
+    """The predicted resources of amp_top: per kernel, the boundary and the stream FIFOs."""
+
+    kernels: dict[str, Resources]
+    boundary: Resources  # k_demux, k_mux, amp_control
+    fifos: Resources
+    unpriced: dict[str, list[str]] = field(default_factory=dict)  # kind without a model -> its nodes (counted 0)
+
+    @property
+    def total(self) -> Resources:
+        out = self.boundary + self.fifos
+        for r in self.kernels.values():
+            out = out + r
+        return out
+
+    def over(self, board: Board, margin: float = 1.0) -> list[str]:
+        """The board resources the design uses more than ``margin`` of."""
+        total = self.total
+        return [r for r in BOARD_RESOURCES if getattr(total, r) > margin * board.resources.get(r, 0)]
+
+    def top_users(self, resource: str, n: int = 3) -> list[tuple[str, float]]:
+        """The kernels using most of ``resource``, largest first."""
+        ranked = sorted(self.kernels.items(), key=lambda kv: -getattr(kv[1], resource))
+        return [(name, getattr(r, resource)) for name, r in ranked[:n] if getattr(r, resource) > 0]
+
+    def to_json(self, board: Board | None = None) -> dict[str, Any]:
+        doc: dict[str, Any] = {"kernels": {n: r.to_json() for n, r in self.kernels.items()},
+                               "boundary": self.boundary.to_json(), "fifos": self.fifos.to_json(),
+                               "total": self.total.to_json(), "unpriced": dict(self.unpriced)}
+        if board is not None:
+            doc["board"] = {r: board.resources.get(r, 0) for r in BOARD_RESOURCES}
+            doc["fraction"] = {r: round(getattr(self.total, r) / board.resources[r], 4) if board.resources.get(r) else None
+                               for r in BOARD_RESOURCES}
+        return doc
+
+
+def design_resources(design: DeviceDesign, coefficients: Coefficients | None = None,
+                     options: DeviceOptions | None = None) -> DesignResources:
+    """Price every kernel of ``design``, its boundary and its FIFOs (at ``options``: another cache
+    size, FIFOs sized for it by the design's rule)."""
+    coefficients = coefficients or load_coefficients()
+    options = options or design.options
+    at = dataclasses.replace(design, options=options)
+    kernels, unpriced = {}, {}
+    for name, k in design.nodes.items():
+        if k.node.kind in coefficients.kinds:
+            kernels[name] = kernel_resources(at, name, coefficients)
+        else:
+            unpriced.setdefault(k.node.kind, []).append(name)
+    b = coefficients.boundary
+    boundary = (b["demux"].price(boundary_features(len(design.wiring.demux_routes)))
+                + b["mux"].price(boundary_features(len(design.wiring.mux_routes)))
+                + b["control"].price(boundary_features(len(design.device_nodes))))
+    fifos = Resources()
+    for link in design.wiring.streams:
+        fifos = fifos + b["fifo"].price(fifo_features(fifo_address_bits(link, options)))
+    return DesignResources(kernels, boundary, fifos, unpriced)
+
+
+def format_resources(used: DesignResources, board: Board) -> str:
+    total = used.total
+    parts = []
+    for r in BOARD_RESOURCES:
+        have = board.resources.get(r, 0)
+        pct = f" ({getattr(total, r) / have:.0%})" if have else ""
+        parts.append(f"{LABELS[r]} {getattr(total, r):,.0f} of {have:,}{pct}")
+    return f"resources (model): {', '.join(parts)} on {board.name}"

