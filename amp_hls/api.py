@@ -13,7 +13,7 @@ functions, with the same objects (tutorial: docs/your-model.md)::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from .codegen.boards import Board
 from .codegen.estimate import Estimate
 from .codegen.project import BoardProject
 from .config import RunConfig
+from .cycles.folding import Folding
 from .cycles.report import CycleReport, Measured
 from .datasets import DATA_FORMATS, Example, Splits, load_dataset
 from .design import DeviceOptions
@@ -156,21 +157,33 @@ def check_outputs(log: str | Path | None = None, tensorboard: str | Path | None 
 def trainer_for(model: str | Path | ModelSpec, config: TrainConfig | None = None, *, backend: str = "cpu",
                 n_sync: int | None = None, cache_slots: int | None = None, project: Path | None = None,
                 bitstream: Path | None = None, splits: Splits | None = None, resume: Path | None = None,
-                epochs: int | None = None) -> TrainerBase:
-    """A trainer ready to ``fit``: ``cpu`` (the numpy runtime, whole graph), or the device nodes on
-    ``numpy-device``, ``csim``, ``rtlsim`` or ``pynq`` with the host as parameter server. Every
-    example is checked first. ``resume`` continues a cpu checkpoint with its own settings (only
-    ``epochs`` may change them)."""
+                epochs: int | None = None, threads: int | None = None) -> TrainerBase:
+    """A trainer ready to ``fit``: ``cpu`` (the numpy runtime, whole graph), ``native`` (the same
+    runtime compiled to C++, docs/native.md), or the device nodes on ``numpy-device``, ``csim``,
+    ``rtlsim`` or ``pynq`` with the host as parameter server. Every example is checked first.
+    ``resume`` continues a cpu or native checkpoint (the same format) with its own settings (only
+    ``epochs`` may change them). ``threads``: the native backend's worker threads (default 1, the
+    deterministic mode)."""
     spec = load_model(model)
+    if threads is not None and backend != "native":
+        raise AmpHlsError(f"threads={threads}: worker threads are for the native backend, not {backend}")
     if resume is not None:
-        if backend != "cpu":
-            raise AmpHlsError("--resume works with the cpu backend only")
+        if backend not in ("cpu", "native"):
+            raise AmpHlsError("--resume works with the cpu and native backends only")
         if config is not None:
             raise AmpHlsError("a resumed run keeps its checkpoint's settings: give no TrainConfig (epochs= extends it)")
+        if backend == "native":
+            from .native import NativeTrainer
+
+            return NativeTrainer.resume(spec, Path(resume), splits=splits, epochs=epochs, threads=threads)
         return Trainer.resume(spec, Path(resume), splits=splits, epochs=epochs)
     config = config if config is not None else training_config(spec, epochs=epochs)
     if backend == "cpu":
         return Trainer(spec, config, splits)
+    if backend == "native":
+        from .native import NativeTrainer
+
+        return NativeTrainer(spec, config, splits, **({"threads": threads} if threads is not None else {}))
     from .host.trainer import DeviceTrainer
 
     sync = {"n_sync": n_sync} if n_sync is not None else {}  # else DeviceTrainer's default
@@ -281,10 +294,17 @@ def device_options(config: RunConfig | None = None, *, muf: int | None = None,
 
 def generate(model: str | Path | ModelSpec | GraphCore, output: str | Path, *, board: str | None = None,
              options: DeviceOptions | None = None, config: RunConfig | None = None,
-             force: bool = False, flow: str = "rtl") -> BoardProject:
+             force: bool = False, flow: str = "rtl", fold: bool | None = None,
+             target_rate: float | None = None, parallelism: Mapping[str, int] | None = None,
+             muf: int | None = None, folding: Folding | None = None) -> BoardProject:
     """Write the HLS C++, the RTL and the board project of a model's graph into ``output``: a new
     or empty directory, or a project amp-hls wrote (``force``: also over files a user changed;
-    no file amp-hls did not write is ever deleted, amp_hls.output)."""
+    no file amp-hls did not write is ever deleted, amp_hls.output).
+
+    With ``fold`` (or ``target_rate``, or ``[device] fold = true``) each Linear's parallelism and
+    the dump period are chosen for the board (``fold``; ``folding``: one chosen already), and the
+    manifest records the choice. ``parallelism`` pins nodes; a design that does not fit the board
+    (resource model) is then refused, folded or pinned (FitError)."""
     from .codegen.boards import load_board
     from .codegen.project import generate_project
 
@@ -292,8 +312,81 @@ def generate(model: str | Path | ModelSpec | GraphCore, output: str | Path, *, b
     graph = resolve_graph(model)  # a graph that breaks the IR fails before anything is written
     if config is not None:
         graph = config.apply(graph)
-    return generate_project(graph, output, board_spec, options if options is not None else device_options(config),
-                            force=force, flow=flow)
+    options = options if options is not None else device_options(config)
+    if folding is None and folds(config, fold, target_rate):
+        folding = fold_for(model, board_spec.name, options=options, config=config, target_rate=target_rate,
+                           parallelism=parallelism, muf=muf)
+    elif folding is None and parallelism:
+        from .cycles.folding import check_fit
+
+        graph = _pinned(graph, parallelism)
+        check_fit(graph, board_spec, options)
+    if folding is None:
+        return generate_project(graph, output, board_spec, options, force=force, flow=flow)
+    return _generate_folded(graph, output, board_spec, options, folding, force, flow)
+
+
+def folds(config: RunConfig | None, fold: bool | None, target_rate: float | None) -> bool:
+    """Whether generate folds: ``fold`` when given, else ``[device] fold``; a target rate asks for it."""
+    if fold is False and target_rate is not None:
+        raise AmpHlsError("--target-rate is a folding goal: drop --no-fold")
+    if fold is None:
+        fold = bool(config.device.get("fold", False)) if config is not None else False
+    return fold or target_rate is not None or (config is not None and "target_rate" in config.device)
+
+
+def fold_for(model: str | Path | ModelSpec | GraphCore, board: str, *, options: DeviceOptions | None = None,
+             config: RunConfig | None = None, target_rate: float | None = None,
+             parallelism: Mapping[str, int] | None = None, muf: int | None = None,
+             instances: int = 16, seed: int = 0) -> Folding:
+    """Fold a model's graph for ``board`` (``cycles/folding.py``): the parallelism of each Linear
+    (``parallelism`` and ``config``'s [nodes] pinned), the dump period (``muf`` pinned), priced on
+    ``instances`` of the model's data (a static graph needs none). FitError when it cannot fit."""
+    from .codegen.boards import load_board
+    from .cycles.folding import fold, is_static
+    from .cycles.report import sample_inputs
+
+    graph = resolve_graph(model)
+    pinned = {n: a["parallelism"] for n, a in (config.nodes.items() if config is not None else ())
+              if "parallelism" in a}
+    pinned.update(parallelism or {})
+    if config is not None:
+        graph = config.apply(graph)
+        target_rate = target_rate if target_rate is not None else config.device.get("target_rate")
+    options = options if options is not None else device_options(config)
+    if is_static(graph):
+        inputs = None
+    else:
+        spec = model if isinstance(model, ModelSpec) else (load_model(model) if not isinstance(model, GraphCore)
+                                                           and Path(str(model)).suffix != ".json" else None)
+        inputs = sample_inputs(graph, instances, seed, spec)
+    return fold(graph, load_board(board), inputs, options, target_rate=target_rate, fixed=pinned, muf=muf, seed=seed)
+
+
+def _pinned(graph: GraphCore, parallelism: Mapping[str, int]) -> GraphCore:
+    """``graph`` with these nodes' parallelism, each checked (a device Linear, within the limit)."""
+    from .cycles.folding import pin
+
+    return pin(graph, parallelism)
+
+
+def _generate_folded(graph: GraphCore, output: str | Path, board: Board, options: DeviceOptions,
+                     folding: Folding, force: bool, flow: str) -> BoardProject:
+    """``generate_project`` of the folded graph, the folding recorded in the manifest."""
+    import dataclasses
+
+    from .codegen.project import FLOWS, write_project
+    from .cycles.folding import apply
+    from .design import build_design
+    from .output import check_output_dir
+
+    check_output_dir(output, force)
+    if flow not in FLOWS:
+        raise AmpHlsError(f"unknown flow {flow!r}; flows: {', '.join(FLOWS)}")
+    folded = apply(graph, folding)
+    design = build_design(folded, dataclasses.replace(options, muf=folding.muf))
+    hls = write_project(dataclasses.replace(design, folding=folding.to_json()), output, board, flow=flow, force=force)
+    return BoardProject(hls, board, folded.name, flow)
 
 
 def report(project: str | Path, *, board: str | None = None, instances: int = 16, seed: int = 0,

@@ -9,7 +9,8 @@ Systems (``SYSTEMS``): ``amp_async`` (the model's defaults: Adam, its learning r
 ``amp_sync`` (minibatches of ``mak`` run to completion, then every node updates), and, for models
 with a PyTorch peer (``bench/torch_peers.py``, the ``bench`` extra), ``torch_eager`` (one instance
 at a time, Python control flow) and ``torch_batched`` (padding/masking, level batching, disjoint
-graph unions).
+graph unions); ``amp_native_async`` and ``amp_native_sync`` are the same two modes on the native
+runtime (``--backend native``, docs/native.md) for the models it runs.
 
     python -m bench.run --quick                 # < 10 minutes; writes bench/results/quick.json
     python -m bench.run --full                  # 3 seeds, higher epoch caps, medians
@@ -41,10 +42,13 @@ from amp_hls.runtime.report import plot_curves, write_json
 from amp_hls.runtime.trainer import TrainConfig, Trainer, TrainerBase
 
 RESULTS = Path(__file__).resolve().parent / "results"
-# name -> (backend, mode): amp = the numpy runtime (mode: sync or async), torch = bench.torch_peers
+# name -> (backend, mode): amp = the numpy runtime (mode: sync or async), native = the native
+# runtime, torch = bench.torch_peers
 SYSTEMS: dict[str, tuple[str, str]] = {
     "amp_async": ("amp", "async"),
     "amp_sync": ("amp", "sync"),
+    "amp_native_async": ("native", "async"),
+    "amp_native_sync": ("native", "sync"),
     "torch_eager": ("torch", "eager"),
     "torch_batched": ("torch", "batched"),
 }
@@ -57,6 +61,14 @@ TORCH_RATIOS = {  # ratio key -> (torch system, measure)
     "speedup_vs_torch_batched": ("torch_batched", "time_to_target_s"),
     "instances_per_s_vs_torch_eager": ("torch_eager", "instances_per_s"),
     "instances_per_s_vs_torch_batched": ("torch_batched", "instances_per_s"),
+}
+NATIVE_RATIOS = {  # ratio key -> (peer system, measure): >1 means amp_native_async is better
+    "native_vs_numpy_instances_per_s": ("amp_async", "instances_per_s"),
+    "native_vs_numpy_time_to_target": ("amp_async", "time_to_target_s"),
+    "native_async_vs_sync_instances_per_s": ("amp_native_sync", "instances_per_s"),
+    "native_async_vs_sync_time_to_target": ("amp_native_sync", "time_to_target_s"),
+    "native_speedup_vs_torch_eager": ("torch_eager", "time_to_target_s"),
+    "native_speedup_vs_torch_batched": ("torch_batched", "time_to_target_s"),
 }
 DEFAULT_MODELS = ["mlp", "list-rnn", "tree-rnn", "ggsnn-qm9"]
 # The most favourable sensible PyTorch settings we measured (bench/README.md, "Choosing the
@@ -93,7 +105,8 @@ PLANS = {
 
 # A run's weight in sharing the deadline: amp_async is what the benchmark is about and the slowest
 # to converge (staleness); torch_eager is the slowest per instance; torch_batched needs seconds.
-DEADLINE_WEIGHTS = {"amp_async": 2.0, "amp_sync": 0.75, "torch_eager": 1.5, "torch_batched": 0.5}
+DEADLINE_WEIGHTS = {"amp_async": 2.0, "amp_sync": 0.75, "amp_native_async": 0.5, "amp_native_sync": 0.25,
+                    "torch_eager": 1.5, "torch_batched": 0.5}
 
 
 class Clock:
@@ -134,6 +147,10 @@ def make_trainer(system: str, entry: ModelSpec, splits: Splits, seed: int, epoch
     config = train_config(entry, mode == "sync", seed, epochs)
     if backend == "amp":
         return Trainer(entry, config, splits)
+    if backend == "native":
+        from amp_hls.native import NativeTrainer
+
+        return NativeTrainer(entry, config, splits)
     from bench.torch_peers import TorchTrainer  # torch only when a torch system runs
 
     return TorchTrainer(entry, config, splits, mode=mode, every=TORCH_EAGER_EVERY,
@@ -144,7 +161,7 @@ def system_config(system: str, trainer: TrainerBase) -> dict[str, Any]:
     c = trainer.config
     doc: dict[str, Any] = {"mode": SYSTEMS[system][1], "optimizer": c.optimizer.kind,
                            "lr": c.optimizer.lr, "clip": c.optimizer.clip}
-    if SYSTEMS[system][0] == "amp":
+    if SYSTEMS[system][0] in ("amp", "native"):
         doc.update(mak=c.mak, muf=c.muf)
     elif SYSTEMS[system][1] == "eager":
         doc["update_every"] = trainer.every  # type: ignore[attr-defined]
@@ -276,11 +293,25 @@ def ratios(systems: Mapping[str, Mapping[str, Any]]) -> dict[str, float | None]:
                     continue
                 out[key + suffix] = (_ratio_of(p.get(m), a.get(m)) if measure == "time_to_target_s"
                                      else _ratio_of(a.get(m), p.get(m)))
+    n = systems.get("amp_native_async")
+    for key, (peer, measure) in NATIVE_RATIOS.items():
+        if n is not None and peer in systems:
+            p = systems[peer]
+            out[key] = (_ratio_of(p[measure], n[measure]) if measure == "time_to_target_s"
+                        else _ratio_of(n[measure], p[measure]))
     return out
 
 
 def systems_for(name: str, plan: Plan) -> list[str]:
-    return [s for s in plan.systems if SYSTEMS[s][0] == "amp" or name in TORCH_MODELS]
+    from amp_hls.native import unsupported_kinds
+
+    def runs(system: str) -> bool:
+        backend = SYSTEMS[system][0]
+        if backend == "native":
+            return not unsupported_kinds(MODELS[name].build())
+        return backend == "amp" or name in TORCH_MODELS
+
+    return [s for s in plan.systems if runs(s)]
 
 
 def bench_model(name: str, plan: Plan, clock: Clock | None = None) -> dict[str, Any]:
@@ -368,6 +399,11 @@ def report(name: str, result: Mapping[str, Any]) -> str:
             lines.append(f"  vs {peer}: time-to-target speedup {_ratio(r[f'speedup_vs_{peer}'])} "
                          f"(CPU time {_ratio(r.get(f'speedup_vs_{peer}_cpu'))}), instances/s "
                          f"{_ratio(r[f'instances_per_s_vs_{peer}'])}  (>1: amp-hls async faster)")
+    if "native_vs_numpy_instances_per_s" in r:
+        lines.append(f"  native async: instances/s vs numpy async {_ratio(r['native_vs_numpy_instances_per_s'])}, "
+                     f"time-to-target vs native sync {_ratio(r.get('native_async_vs_sync_time_to_target'))}, "
+                     f"vs torch eager {_ratio(r.get('native_speedup_vs_torch_eager'))}, "
+                     f"vs torch batched {_ratio(r.get('native_speedup_vs_torch_batched'))}  (>1: native async better)")
     missed = [f"{system} ({len(seeds) - s['reached_target_runs']} of {len(seeds)} runs)"
               for system, s in result["systems"].items() if s["reached_target_runs"] < len(seeds)]
     if missed:
@@ -468,7 +504,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         print("note: PyTorch not installed (pip install 'amp-hls[bench]'): skipping the torch "
               "systems", file=sys.stderr)
-        systems = tuple(s for s in systems if SYSTEMS[s][0] == "amp")
+        systems = tuple(s for s in systems if SYSTEMS[s][0] != "torch")
     plan = replace(plan, systems=systems)
     out = args.out if args.out is not None else RESULTS / f"{plan.name}.json"
     start = time.perf_counter()

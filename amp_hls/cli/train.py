@@ -30,7 +30,7 @@ from ..runtime.report import write_json
 from ..runtime.trainer import EpochRecord, TrainConfig
 from .graphs import MODEL_HELP, model_argument
 
-TRAIN_BACKENDS = ("cpu", "numpy-device", "csim", "rtlsim", "pynq")
+TRAIN_BACKENDS = ("cpu", "native", "numpy-device", "csim", "rtlsim", "pynq")
 # the run's settings, by option destination: given ones override the config file and the model
 SETTINGS = ("mak", "muf", "epochs", "lr", "optimizer", "clip", "seed", "numerics", "target")
 SPLITS = ("train", "val", "test", "all")
@@ -61,11 +61,14 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-target", action="store_true", help="run every epoch, ignoring any target")
     p.add_argument("--sync", action="store_true", help="synchronous minibatch baseline (batch = mak)")
     p.add_argument("--backend", choices=TRAIN_BACKENDS, default="cpu",
-                   help="cpu: the whole graph on the numpy runtime (float or fixed); numpy-device: "
+                   help="cpu: the whole graph on the numpy runtime (float or fixed); native: the same "
+                   "semantics compiled to C++ (g++; docs/native.md); numpy-device: "
                    "device nodes on the numpy device model behind the wire format; csim: device nodes "
                    "on the generated HLS C++ (g++); rtlsim: device nodes on the generated RTL under "
-                   "Verilator; pynq: a board running --bitstream; all but cpu keep "
+                   "Verilator; pynq: a board running --bitstream; all but cpu and native keep "
                    "weights on a host parameter server and need --numerics fixed")
+    p.add_argument("--threads", type=int, help="native: worker threads owning the nodes (default 1: the "
+                   "deterministic mode, bit-exact with cpu in fixed point)")
     p.add_argument("--bitstream", type=Path, help="pynq: the generated <name>.bit (manifest.json beside it)")
     p.add_argument("--n-sync", type=int,
                    help="device backends, --distributed: gradient dumps per node between weight pushes (default 1)")
@@ -125,14 +128,16 @@ def check_flags(args: argparse.Namespace, config: RunConfig | None) -> None:
         refuse(["--backend " + args.backend] if args.backend != "cpu" else [],
                "--distributed trains on the cpu runtime only (each worker is a cpu trainer)")
         refuse(_given(args, "sync"), "--distributed is asynchronous by design (--sync is the single-process baseline)")
+        refuse(_given(args, "threads"), "only with --backend native, which --distributed does not run")
         refuse(_given(args, "bitstream", "project"), "these are for device backends, not --distributed")
         refuse(_given(args, "log", "tensorboard"), "not written under --distributed: the server's --json "
                "summary holds its validation history")
     else:
         refuse(_given(args, "worker_timeout", "eval_every", "warm_start"), "only with --distributed")
-        if args.backend == "cpu":
+        refuse(_given(args, "threads") if args.backend != "native" else [], "only with --backend native")
+        if args.backend in ("cpu", "native"):
             refuse(_given(args, "n_sync", "bitstream", "project"), "for device backends (--backend numpy-device, "
-                   "csim, rtlsim or pynq); the cpu backend updates in place")
+                   f"csim, rtlsim or pynq); the {args.backend} backend updates in place")
         else:
             refuse(_given(args, "bitstream") if args.backend != "pynq" else [], "only with --backend pynq")
             refuse(_given(args, "project") if args.backend not in ("csim", "rtlsim", "pynq") else [],
@@ -179,9 +184,11 @@ def run_train(args: argparse.Namespace) -> int:
                 options[key] = value
         return api.train_distributed(spec, train_config, DistributedOptions(**options))
     device: dict[str, Any] = {}
-    if args.backend != "cpu":
+    if args.backend not in ("cpu", "native"):
         device = {"n_sync": n_sync, "project": args.project, "bitstream": args.bitstream,
                   "cache_slots": config.device.get("cache_slots") if config else None}
+    if args.threads is not None:
+        device["threads"] = args.threads
     trainer = api.trainer_for(spec, train_config, backend=args.backend, resume=args.resume,
                               epochs=args.epochs if args.resume is not None else None, **device)
     c = trainer.config

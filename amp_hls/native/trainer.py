@@ -1,0 +1,218 @@
+"""``--backend native``: the numpy trainer's loop, engine and optimizers run by the generated C++.
+
+``NativeTrainer`` is the numpy ``Trainer`` with its training epochs handed to the native runtime,
+on one thread (deterministic: the numpy serving order) or on worker threads that own the nodes:
+the same initial weights (the numpy kernels' seeded initialisation), the same shuffles (its
+generator), the same checkpoints (the numpy kernels and optimizer are kept as a mirror of the
+native state and written by ``Trainer.save``), so a checkpoint moves between the two backends.
+Evaluation runs the numpy forward on the native weights; it is outside the training time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..datasets import Example, Splits
+from ..errors import AmpHlsError
+from ..kernels.host import LossRecord
+from ..message import MAX_STATE_WORDS, Tag
+from ..models import ModelSpec
+from ..runtime.optim import MOMENTS
+from ..runtime.trainer import Evaluation, TrainConfig, Trainer
+from .library import NativeRun
+from .partition import partition
+
+PROGRESS_CHUNK = 256  # instances per native call when a progress bar is shown
+# One thread unless asked: on this project's 2-core machines two workers ran list-rnn at half
+# the instances/s of one (docs/native.md, Worker threads), and one thread is the bit-exact mode.
+DEFAULT_THREADS = 1
+
+
+class NativeTrainer(Trainer):
+    """Trains on the native runtime: ``threads`` 1 is the deterministic mode (the numpy serving
+    order, bit-exact in fixed point); more run the nodes on that many worker threads."""
+
+    backend = "native"
+
+    def __init__(self, entry: ModelSpec, config: TrainConfig, splits: Splits | None = None,
+                 threads: int = DEFAULT_THREADS):
+        super().__init__(entry, config, splits)
+        self.engine.on_backward = None  # the numpy engine only mirrors parameters now
+        self.run = NativeRun(self.graph, self.numerics, config.optimizer, mak=config.mak, muf=config.muf,
+                             sync=config.sync, max_batch=config.max_batch)
+        self.use_threads(threads)
+        self._set_data(self.splits.train)
+        self._push()
+
+    def use_threads(self, threads: int) -> None:
+        """Train on ``threads`` worker threads from the next epoch on (1: the deterministic mode)."""
+        if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+            raise AmpHlsError(f"threads must be a positive integer, got {threads!r}")
+        self.threads = threads
+        self.run.set_threads(threads, partition(self.graph, threads))
+
+    def _set_data(self, examples: Sequence[Example]) -> None:
+        """Every example's payload and tag state per source, packed once for the library."""
+        feeds = [self.entry.inputs(e) for e in examples]
+        n = len(examples)
+        for s, name in enumerate(self.run.native.source_nodes):
+            index = self.graph.nodes[name].dtype == "index"  # type: ignore[attr-defined]
+            payloads = [np.asarray(f[name][1]) for f in feeds]
+            if index:  # as the source kernel converts them
+                payloads = [p.astype(np.int64) for p in payloads]
+            offsets = np.zeros(n + 1, dtype=np.int64)
+            offsets[1:] = np.cumsum([p.shape[0] for p in payloads])
+            states = np.zeros((n, MAX_STATE_WORDS), dtype=np.uint16)
+            state_len = np.zeros(n, dtype=np.uint8)
+            for i, f in enumerate(feeds):
+                state = tuple(f[name][0])
+                states[i, : len(state)] = state
+                state_len[i] = len(state)
+            rows = np.concatenate([p.astype(np.float64) for p in payloads], axis=0) if n else np.zeros((0, 1))
+            self.run.set_data(s, rows, offsets, states, state_len)
+
+    # the native state <-> the numpy mirror ------------------------------------------------------
+    def _push(self) -> None:
+        """Parameters, gradients, optimizer state and counters from the numpy mirror to the library."""
+        moments = MOMENTS[self.config.optimizer.kind]
+        for p, name in enumerate(self.run.native.param_nodes):
+            kernel = self.engine.kernels[name]
+            state = self.optimizer.state.get(name, {})
+            for t in self.run.shapes[name]:
+                self.run.tensor(p, t, 0)[...] = kernel.params[t]  # type: ignore[attr-defined]
+                self.run.tensor(p, t, 1)[...] = kernel.grads[t]  # type: ignore[attr-defined]
+                for what, moment in ((2, "m"), (3, "v")):
+                    view = self.run.tensor(p, t, what)
+                    view[...] = state[f"{t}.{moment}"] if moment in moments and f"{t}.{moment}" in state else 0.0
+            self.run.set_counters(p, kernel.version, kernel.n_grads,  # type: ignore[attr-defined]
+                                  self.optimizer.steps.get(name, 0))
+            self.run.params_changed(p)
+        self.run.next_key = self.next_key
+
+    def _pull(self) -> None:
+        """The library's state into the numpy mirror (for evaluation, checkpoints and the summary)."""
+        moments = MOMENTS[self.config.optimizer.kind]
+        for p, name in enumerate(self.run.native.param_nodes):
+            kernel = self.engine.kernels[name]
+            version, n_grads, steps = self.run.counters(p)
+            for t in self.run.shapes[name]:
+                kernel.params[t] = self.run.tensor(p, t, 0).copy()  # type: ignore[attr-defined]
+                kernel.grads[t] = self.run.tensor(p, t, 1).copy()  # type: ignore[attr-defined]
+            kernel.version, kernel.n_grads = version, n_grads  # type: ignore[attr-defined]
+            hist = self.run.staleness(p)
+            kernel.staleness.histogram = Counter({d: int(c) for d, c in enumerate(hist) if c})  # type: ignore[attr-defined]
+            if steps:
+                self.optimizer.steps[name] = steps
+                self.optimizer.state[name] = {f"{t}.{m}": self.run.tensor(p, t, 2 if m == "m" else 3).copy()
+                                              for t in self.run.shapes[name] for m in ("m", "v") if m in moments}
+        self.next_key = self.run.next_key
+
+    # training -------------------------------------------------------------------------------------
+    def train_epoch(self, progress: Callable[[int], None] | None = None) -> tuple[float, float]:
+        order = self.rng.permutation(len(self.splits.train))
+        start = time.perf_counter()
+        self.run.epoch_begin(order)
+        chunk = PROGRESS_CHUNK if progress is not None else len(order) + 1
+        while True:
+            done = self.run.epoch_run(chunk)
+            if done and progress is not None:
+                progress(done)
+            if done < chunk:
+                break
+        self.train_s += time.perf_counter() - start
+        self.instances += len(order)
+        self.epoch += 1
+        self.next_key = self.run.next_key
+        return self.epoch_metrics()
+
+    def epoch_metrics(self) -> tuple[float, float]:
+        """(mean loss, metric) of the instances trained since the last call: ``ModelSpec.score``'s
+        numbers, from the arrays directly where the score is an accuracy (no record objects)."""
+        if type(self.entry).score is not ModelSpec.score or self.entry.metric != "accuracy":
+            return self.metrics(self.take_records())
+        taken = [self.run.records(li) for li in range(len(self.run.native.loss_nodes))]
+        losses = np.concatenate([t[0] for t in taken])
+        if not len(losses):
+            return float("nan"), float("nan")
+        correct = np.concatenate([t[1] for t in taken])
+        judged = correct[correct >= 0].astype(bool)
+        return float(np.mean(losses)), float(np.mean(judged)) if len(judged) else float("nan")
+
+    def take_records(self) -> list[LossRecord]:
+        """The loss records of the instances trained since the last call, in completion order
+        (their ``tag`` is ``Tag(-1)``: the native records keep no tags, and no score reads them)."""
+        out: list[LossRecord] = []
+        for li, name in enumerate(self.run.native.loss_nodes):
+            loss, correct, rows, pred, target, words = self.run.records(li)
+            pw = self.graph.input_spec(name, 0).width
+            tw = self.graph.input_spec(name, 1).width
+            ends = np.cumsum(rows)
+            target_dtype = np.int64 if self.graph.nodes[name].fn != "mse" else np.float64  # type: ignore[attr-defined]
+            target = target.astype(target_dtype)
+            for k in range(len(loss)):
+                lo, hi = int(ends[k] - rows[k]), int(ends[k])
+                out.append(LossRecord(Tag(-1), float(loss[k]), pred[lo * pw : hi * pw].reshape(-1, pw),
+                                      target[lo * tw : hi * tw].reshape(-1, tw),
+                                      None if correct[k] < 0 else bool(correct[k]),
+                                      words[k : k + 1].copy() if len(words) else None))
+        return out
+
+    def evaluate(self, examples: Sequence[Example]) -> Evaluation:
+        self._pull()
+        return super().evaluate(examples)
+
+    def parameters(self) -> dict[str, dict[str, np.ndarray]]:
+        self._pull()
+        return super().parameters()
+
+    def staleness(self) -> dict[str, dict[str, float]]:
+        self._pull()
+        return super().staleness()
+
+    def conservation_report(self) -> list[str]:
+        """The numpy engine's conservation check (``Engine.conservation_report``) on the native counts."""
+        problems = []
+        waiting = self.run.waiting()
+        if waiting:
+            problems.append(f"{waiting} messages still waiting")
+        counts = self.run.node_counts()
+        for i, name in enumerate(self.run.native.nodes):
+            held = self.run.pending(i)
+            if held:
+                problems.append(f"node '{name}' still holds {held} entries")
+            fwd_in, fwd_out, bwd_in, bwd_out = (int(c) for c in counts[i])
+            if fwd_in != bwd_out:
+                problems.append(f"node '{name}': {fwd_in} forward in but {bwd_out} backward out")
+            if fwd_out != bwd_in:
+                problems.append(f"node '{name}': {fwd_out} forward out but {bwd_in} backward in")
+        return problems
+
+    def _details(self) -> dict[str, Any]:
+        problems = self.conservation_report()
+        return {
+            "conservation_ok": not problems,
+            "conservation_problems": problems,
+            "staleness": self.staleness(),
+            "saturations": self.run.saturations(),
+            "threads": self.threads,
+        }
+
+    def save(self, path: Path) -> None:
+        self._pull()
+        super().save(path)
+
+    @classmethod
+    def resume(cls, entry: ModelSpec, path: Path, splits: Splits | None = None,
+               epochs: int | None = None, threads: int | None = None) -> NativeTrainer:
+        trainer = super().resume(entry, path, splits, epochs)  # built as cls(entry, config, splits)
+        assert isinstance(trainer, NativeTrainer)
+        if threads is not None:
+            trainer.use_threads(threads)
+        trainer._push()
+        return trainer
