@@ -32,13 +32,13 @@ import pytest
 
 from amp_hls import cli
 from amp_hls.codegen import rtl
-from amp_hls.sim import project_bench as testbench
 from amp_hls.codegen.project import generate_project
 from amp_hls.design import SMALL_FIFO, DeviceOptions, build_design, dx_skipped
 from amp_hls.errors import AmpHlsError
 from amp_hls.ir import Graph, GraphCore, save
 from amp_hls.models import MODELS, Inputs
 from amp_hls.placement import place
+from amp_hls.sim import project_bench as testbench
 from amp_hls.wire import Kind
 
 runner = pytest.importorskip("amp_hls.sim.runner")

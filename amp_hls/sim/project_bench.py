@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from ..codegen.jinja import environment
+from ..codegen.project import open_project, project_rtl
 from ..design import DeviceOptions
 from ..errors import AmpHlsError
 from ..host.cpu import CpuDevice
@@ -42,10 +44,8 @@ from ..placement import Placement
 from ..resources import templates_dir
 from ..runtime import Engine
 from ..runtime.check import sample_instances
-from .runner import RtlTestFailure, build, run
 from ..wire import Kind, WireMessage
-from ..codegen.jinja import environment
-from ..codegen.project import open_project, project_rtl
+from .runner import RtlTestFailure, build, run
 
 TB_DIR = "tb"
 BENCH = "amp_top_tb"  # the cocotb module (templates/testbench/amp_top_tb.py)
