@@ -48,7 +48,8 @@ FULL = {"models": MODELS_FULL, "measure": {(m, "pynq-z2") for m in MODELS_FULL i
 
 
 def fold_fitting(model: str, board: str) -> tuple[Folding, DeviceOptions, list[str]]:
-    """The folding at the model's mak, or at the largest halved mak that fits; the refusals."""
+    """The folding at the model's mak, or at the largest halved mak that fits; the refusals
+    (FitError when not even one instance in flight fits)."""
     spec = MODELS[model]
     graph = spec.build()
     mak = int(spec.defaults.get("mak", 16))
@@ -101,15 +102,20 @@ def measure(model: str, board: str, folding: Folding, options: DeviceOptions, in
 
 
 def bench_one(model: str, board_name: str, instances: int, rtlsim: bool) -> dict[str, Any]:
+    """What folding chooses for ``model`` on the board and what it predicts; ``{"fits": False,
+    "why": ...}`` when no mak fits (the misfit message names the resource and the kernels)."""
     board = load_board(board_name)
-    folding, options, refused = fold_fitting(model, board_name)
+    try:
+        folding, options, refused = fold_fitting(model, board_name)
+    except FitError as exc:
+        return {"fits": False, "why": str(exc)}
     spec = MODELS[model]
     graph = apply(spec.build(), folding)
     design = build_design(graph, DeviceOptions(options.numerics, folding.muf, options.cache_slots, options.max_in_flight))
     report = cycle_report(design, board, sample_inputs(graph, instances, 0, spec))
     total = folding.resources.total
     doc: dict[str, Any] = {
-        "mak": options.max_in_flight, "cache_slots": options.cache_slots, "refused": refused,
+        "fits": True, "mak": options.max_in_flight, "cache_slots": options.cache_slots, "refused": refused,
         "parallelism": folding.parallelism, "muf": folding.muf, "bound": folding.bound,
         "bottleneck": folding.bottleneck, "predicted_instances_per_s": folding.instances_per_s,
         "macs": folding.dsps, "dsps": total.dsp, "board_dsps": board.resources["dsp"],
@@ -133,6 +139,10 @@ def run(models: Sequence[str], boards: Sequence[str], measured: set[tuple[str, s
         for board in boards:
             t = time.perf_counter()
             b = bench_one(model, board, instances, (model, board) in measured)
+            if not b["fits"]:
+                entry["boards"][board] = b
+                print(f"{model} on {board}: does not fit at mak 1: {b['why']}", flush=True)
+                continue
             b["ratio_predicted_vs_cpu"] = b["predicted_instances_per_s"] / cpu["instances_per_s"]
             b["ratio_rtlsim_vs_cpu"] = (b["rtlsim"]["instances_per_s"] / cpu["instances_per_s"]) if b["rtlsim"] else None
             b["bench_s"] = time.perf_counter() - t
