@@ -42,7 +42,7 @@ OUT = Path("bench/results/hardware.json")
 WORK = Path("build/bench_hardware")
 BOARDS = ("pynq-z2", "zcu104")
 MODELS_FULL = ("mlp", "list-rnn", "tree-rnn", "ggsnn-qm9")
-QUICK = {"models": ("mlp", "list-rnn"), "measure": {("mlp", "pynq-z2")}, "instances": 16, "cpu_instances": 64}
+QUICK = {"models": ("mlp", "list-rnn"), "measure": {("mlp", "pynq-z2")}, "instances": 256, "cpu_instances": 256}
 FULL = {"models": MODELS_FULL, "measure": {(m, "pynq-z2") for m in MODELS_FULL if m != "ggsnn-qm9"},
         "instances": 32, "cpu_instances": 256}
 
