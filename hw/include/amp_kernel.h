@@ -85,16 +85,20 @@ inline void write_header(Stream& s, uint32_t direction, uint32_t kind, const Tag
 
 constexpr int EPB16 = wire::ELEMENTS_PER_BEAT_DATA;  // 16-bit elements per beat
 
-// Payload rows of 16-bit elements (DATA, WEIGHTS), each row padded to whole beats. Rows beyond
+// Payload rows of 16-bit elements (DATA, WEIGHTS), each row padded to whole beats; a beat a cycle
+// under Vitis HLS (PIPELINE II=1, the lanes unrolled; g++ ignores the pragmas). Rows beyond
 // MAX_ROWS (a malformed message: an error) are read off the stream but stored nowhere.
 template <int MAX_ROWS, int W>
 inline void read_rows(Stream& s, uint32_t rows, int16_t buf[MAX_ROWS][W]) {
     if (rows < 1 || rows > MAX_ROWS) AMP_FAIL("message rows outside [1, max_rows]");
     for (uint32_t r = 0; r < rows; ++r)
         for (int b = 0; b < (W + EPB16 - 1) / EPB16; ++b) {
+#pragma HLS PIPELINE II=1
             const uint64_t d = beat_data(s.read());
-            for (int e = 0; e < EPB16; ++e)
+            for (int e = 0; e < EPB16; ++e) {
+#pragma HLS UNROLL
                 if (b * EPB16 + e < W && r < (uint32_t)MAX_ROWS) buf[r][b * EPB16 + e] = (int16_t)(uint16_t)(d >> (16 * e));
+            }
         }
 }
 
@@ -105,9 +109,12 @@ inline void write_rows(Stream& s, uint32_t rows, const int16_t buf[MAX_ROWS][W])
     const int beats = (W + EPB16 - 1) / EPB16;
     for (uint32_t r = 0; r < rows; ++r)
         for (int b = 0; b < beats; ++b) {
+#pragma HLS PIPELINE II=1
             uint64_t d = 0;
-            for (int e = 0; e < EPB16; ++e)
+            for (int e = 0; e < EPB16; ++e) {
+#pragma HLS UNROLL
                 if (b * EPB16 + e < W) d |= (uint64_t)(uint16_t)buf[r][b * EPB16 + e] << (16 * e);
+            }
             s.write(make_beat(d, r + 1 == rows && b + 1 == beats));
         }
 }
@@ -116,7 +123,10 @@ inline void write_rows(Stream& s, uint32_t rows, const int16_t buf[MAX_ROWS][W])
 template <int ROWS, int W>
 inline void write_rows64(Stream& s, const int64_t buf[ROWS][W]) {
     for (int r = 0; r < ROWS; ++r)
-        for (int c = 0; c < W; ++c) s.write(make_beat((uint64_t)buf[r][c], r + 1 == ROWS && c + 1 == W));
+        for (int c = 0; c < W; ++c) {
+#pragma HLS PIPELINE II=1
+            s.write(make_beat((uint64_t)buf[r][c], r + 1 == ROWS && c + 1 == W));
+        }
 }
 
 // Passes a message on unchanged but for its tag (routing nodes): the same direction and kind,
@@ -126,7 +136,11 @@ inline void pass_message(Stream& from, Stream& to, const Header& h, const Tag& t
     if (h.rows < 1 || h.rows > MAX_ROWS) AMP_FAIL("message rows outside [1, max_rows]");
     write_header(to, h.direction, h.kind, tag, h.rows);
     const uint32_t beats = h.rows * ((W + EPB16 - 1) / EPB16);
-    for (uint32_t b = 0; b < beats; ++b) to.write(from.read());
+    for (uint32_t b = 0; b < beats; ++b) {
+        // a beat a cycle: what the routing kernels' throughput rests on
+#pragma HLS PIPELINE II=1
+        to.write(from.read());
+    }
 }
 
 // Skips the rest of a message (after an error), so the stream stays in step.
