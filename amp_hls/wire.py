@@ -133,6 +133,9 @@ MAX_CHANNELS = 1 << _FIELDS["channel"].bits
 MAX_ROWS = _FIELDS["rows"].max
 MAX_KEY = _FIELDS["key"].max
 MAX_STATE_WORD = (1 << STATE_WORD_BITS) - 1
+# The bits a tag table keys on (the RTL's amp_tag_table): the key, the state length and every
+# state word (unused words zero).
+TAG_BITS = _FIELDS["key"].bits + _FIELDS["state_len"].bits + STATE_WORDS * STATE_WORD_BITS
 
 
 def _check_layout() -> None:
@@ -836,6 +839,7 @@ def wire_constants() -> dict[str, int]:
         "MAX_CHANNELS": MAX_CHANNELS,
         "MAX_ROWS": MAX_ROWS,
         "LOSS_WIDTH": LOSS_WIDTH,
+        "TAG_BITS": TAG_BITS,
         "GRADS_STATE_LEN": len(GRADS_STATE),
         **{f"GRADS_STATE_{w.upper()}": i for i, w in enumerate(GRADS_STATE)},
     }

@@ -213,7 +213,7 @@ def _show(r: dict[str, float]) -> str:
 
 
 PARSIMONY = 0.02  # relative error a feature must buy to be kept: collinear features (a grid of a
-# few points, where tag bits and memory bits grow together) would otherwise share a resource
+# few points, where tag-table columns and memory bits grow together) would otherwise share a resource
 # unphysically, and a model that drops when a memory moves to block RAM is not monotone
 
 

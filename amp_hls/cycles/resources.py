@@ -2,8 +2,9 @@
 synthesising it, so that folding can price a candidate in microseconds (Yosys takes minutes).
 
 Each kernel is described by a few features read off its rendered RTL (``codegen.rtl``, the very
-text Yosys would get): a constant, the bits of its tag tables (``amp_tag_table``: SLOTS x TW
-flip-flops and comparators), the Linear MAC lanes (``parallelism``) and its memories
+text Yosys would get): a constant, the columns of its tag tables (``amp_tag_table``, a CAM in
+LUT-RAM: SLOTS x ceil(TW / CW) columns of one LUT each, CW read off hw/rtl/amp_tag_table.sv, and
+their AND trees; no tag flip-flops), the Linear MAC lanes (``parallelism``) and its memories
 (``amp_ram``, ``amp_rom``, and plain arrays), with their widths and depths evaluated from the
 module's and ``amp_pkg``'s integer localparams. Each synchronous memory is placed as Yosys places
 it, by cost: block RAM when fewer RAMB36 cost less than the LUT-RAM cells (``synth_xilinx``'s
@@ -32,7 +33,7 @@ from ..codegen.boards import Board
 from ..design import DeviceDesign, DeviceOptions, fifo_address_bits
 from ..errors import AmpHlsError
 from ..kinds import KINDS, device_kinds
-from ..resources import templates_dir
+from ..resources import hw_dir, templates_dir
 from ..wire import BEAT_BITS
 
 COEFFICIENTS_FILE = Path(__file__).with_name("resource_coefficients.json")
@@ -40,7 +41,7 @@ COEFFICIENTS_SCHEMA = "amp-hls.resource-coefficients"
 RESOURCES = ("lut", "ff", "dsp", "bram36", "lutram")  # lutram: LUTs used as memory, part of lut
 BOARD_RESOURCES = ("lut", "ff", "dsp", "bram36")  # the ones a board budgets (hw/boards/*.json)
 LABELS = {"lut": "LUT", "ff": "FF", "dsp": "DSP", "bram36": "BRAM36", "lutram": "LUTRAM"}
-# one: a constant; tags: kilobits of tag-table entries; lanes: a Linear's MACs; kbits: kilobits of
+# one: a constant; tags: thousands (1024) of tag-table CAM columns; lanes: a Linear's MACs; kbits: kilobits of
 # memory in LUT-RAM or flip-flops; akbits: those of plain arrays (read asynchronously, never in
 # block RAM); bram: RAMB36 of the memories in block RAM; routes: boundary routes
 FEATURES = ("one", "tags", "lanes", "kbits", "akbits", "bram", "routes")
@@ -150,19 +151,31 @@ def _package_env(numerics: Any) -> dict[str, int]:  # noqa: ANN401 - a NumericCo
     return _localparams(render_package(numerics), {})
 
 
+@cache
+def tag_table_chunk_bits() -> int:
+    """The chunk width CW of amp_tag_table's CAM (its localparam, read off the module, defined
+    there once): a table of SLOTS tags of TW bits has SLOTS * ceil(TW / CW) LUT-RAM columns."""
+    found = _localparams((hw_dir() / "rtl" / "amp_tag_table.sv").read_text(), {}).get("CW")
+    if not found:
+        raise AmpHlsError("resource model: hw/rtl/amp_tag_table.sv declares no localparam integer CW")
+    return found
+
+
 @dataclass(frozen=True)
 class KernelRtl:
-    """What the model reads off one rendered kernel: its memories and its tag-table bits."""
+    """What the model reads off one rendered kernel: its memories, its tag-table bits (SLOTS x
+    TW) and the CAM columns those take (SLOTS x ceil(TW / CW))."""
 
     memories: tuple[Memory, ...]
     tag_bits: int
+    tag_columns: int
 
 
 def read_rtl(text: str, numerics: Any) -> KernelRtl:  # noqa: ANN401
     """The memories (amp_ram, amp_rom, arrays) and tag tables a rendered kernel instantiates;
     AmpHlsError when a size is not an integer constant this reader can evaluate."""
     env = _localparams(text, dict(_package_env(numerics)))
-    mems, tags = [], 0
+    mems, tags, columns = [], 0, 0
     for module, params, name in _INSTANCE.findall(text):
         values = {}
         for part in _split(params):
@@ -177,13 +190,14 @@ def read_rtl(text: str, numerics: Any) -> KernelRtl:  # noqa: ANN401
         a, b = got  # type: ignore[misc]
         if module == "amp_tag_table":
             tags += a * b
+            columns += a * -(-b // tag_table_chunk_bits())
         else:
             mems.append(Memory(name, a, 1 << b if module == "amp_ram" else b))
     for hi, lo, name, last in _ARRAY.findall(text):
         got = [_eval(x, env) for x in (hi, lo, last)]
         if None not in got:
             mems.append(Memory(name, got[0] - got[1] + 1, got[2] + 1, sync=False))  # type: ignore[operator]
-    return KernelRtl(tuple(mems), tags)
+    return KernelRtl(tuple(mems), tags, columns)
 
 
 def memory_features(mems: list[Memory], placement: str) -> dict[str, float]:
@@ -206,7 +220,7 @@ def kernel_features(design: DeviceDesign, name: str, placement: str) -> dict[str
     node = design.nodes[name].node
     found = kernel_rtl(design, name)
     lanes = getattr(node, "parallelism", 0) if node.kind == "linear" else 0
-    return {"one": 1.0, "tags": found.tag_bits / 1024, "lanes": float(lanes), "routes": 0.0,
+    return {"one": 1.0, "tags": found.tag_columns / 1024, "lanes": float(lanes), "routes": 0.0,
             **memory_features(list(found.memories), placement)}
 
 

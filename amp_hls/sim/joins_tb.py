@@ -30,6 +30,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotb.utils import get_sim_time
 
+from amp_hls.cycles.resources import tag_table_chunk_bits
 from amp_hls.message import Direction, Tag
 from amp_hls.sim.axis import MessageSink, MessageSource
 from amp_hls.wire import ChannelMap, ChannelSpec, Kind, Shape, WireMessage
@@ -158,6 +159,7 @@ async def _start(dut) -> dict:  # type: ignore[no-untyped-def]
     dut.ap_rst_n.value = 0
     await ClockCycles(dut.ap_clk, 4)
     dut.ap_rst_n.value = 1
+    await ClockCycles(dut.ap_clk, 1 << tag_table_chunk_bits())  # the tag tables' scrub (full meanwhile)
     await RisingEdge(dut.ap_clk)
     return json.loads(Path(os.environ["AMP_SIM_STIMULUS"]).read_text())
 

@@ -31,6 +31,7 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge, SimTimeoutError, with_timeout
 
+from amp_hls.cycles.resources import tag_table_chunk_bits
 from amp_hls.message import Direction, Tag
 from amp_hls.sim.axis import MessageSink, MessageSource
 from amp_hls.wire import ChannelMap, ChannelSpec, Kind, Shape, WireMessage
@@ -173,6 +174,7 @@ async def rows_bench(dut) -> None:  # type: ignore[no-untyped-def]
     dut.ap_rst_n.value = 0
     await ClockCycles(dut.ap_clk, 4)
     dut.ap_rst_n.value = 1
+    await ClockCycles(dut.ap_clk, 1 << tag_table_chunk_bits())  # the tag tables' scrub (full meanwhile)
     await RisingEdge(dut.ap_clk)
     tasks = {name: cocotb.start_soon(_bench(dut, stim)) for name, stim in benches.items()}
     results = {name: await task for name, task in tasks.items()}
