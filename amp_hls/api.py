@@ -264,7 +264,10 @@ def load_predictor(model: str | Path | ModelSpec, checkpoint: str | Path) -> Pre
 
 
 def evaluate(trained: TrainerBase | Predictor, examples: Sequence[Example]) -> Evaluation:
-    """Mean loss and the model's metric on ``examples``."""
+    """Mean loss and the model's metric on ``examples`` (a native trainer evaluates on its own
+    engine, leaving its keys as they were)."""
+    if getattr(trained, "backend", None) == "native":
+        return trained.evaluate(examples, keep_keys=True)  # type: ignore[call-arg]
     return predictor(trained).evaluate(examples)
 
 
@@ -301,8 +304,9 @@ def generate(model: str | Path | ModelSpec | GraphCore, output: str | Path, *, b
     or empty directory, or a project amp-hls wrote (``force``: also over files a user changed;
     no file amp-hls did not write is ever deleted, amp_hls.output).
 
-    With ``fold`` (or ``target_rate``, or ``[device] fold = true``) each Linear's parallelism and
-    the dump period are chosen for the board (``fold``; ``folding``: one chosen already), and the
+    With a board (``board`` or ``[device] board``) each Linear's parallelism and the dump period
+    are chosen for it (folding; ``fold=False`` or ``[device] fold = false`` opts out, ``fold`` or
+    ``target_rate`` asks for it on the default board; ``folding``: one chosen already), and the
     manifest records the choice. ``parallelism`` pins nodes; a design that does not fit the board
     (resource model) is then refused, folded or pinned (FitError)."""
     from .codegen.boards import load_board
@@ -313,7 +317,8 @@ def generate(model: str | Path | ModelSpec | GraphCore, output: str | Path, *, b
     if config is not None:
         graph = config.apply(graph)
     options = options if options is not None else device_options(config)
-    if folding is None and folds(config, fold, target_rate):
+    board_given = board is not None or (config is not None and "board" in config.device)
+    if folding is None and folds(config, fold, target_rate, board_given):
         folding = fold_for(model, board_spec.name, options=options, config=config, target_rate=target_rate,
                            parallelism=parallelism, muf=muf)
     elif folding is None and parallelism:
@@ -326,13 +331,74 @@ def generate(model: str | Path | ModelSpec | GraphCore, output: str | Path, *, b
     return _generate_folded(graph, output, board_spec, options, folding, force, flow)
 
 
-def folds(config: RunConfig | None, fold: bool | None, target_rate: float | None) -> bool:
-    """Whether generate folds: ``fold`` when given, else ``[device] fold``; a target rate asks for it."""
+def folds(config: RunConfig | None, fold: bool | None, target_rate: float | None, board_given: bool = False) -> bool:
+    """Whether generate folds: ``fold`` when given, else ``[device] fold``, else whether a board
+    was named (``--board``, ``[device] board``); a target rate asks for it."""
     if fold is False and target_rate is not None:
         raise AmpHlsError("--target-rate is a folding goal: drop --no-fold")
     if fold is None:
-        fold = bool(config.device.get("fold", False)) if config is not None else False
+        fold = bool(config.device.get("fold", board_given)) if config is not None else board_given
     return fold or target_rate is not None or (config is not None and "target_rate" in config.device)
+
+
+def fitting_options(model: str | Path | ModelSpec | GraphCore, board: str, options: DeviceOptions, *,
+                    config: RunConfig | None = None,
+                    parallelism: Mapping[str, int] | None = None) -> tuple[DeviceOptions, int | None]:
+    """``options`` (sized for a mak: ``host.settings``) with mak lowered to the largest whose tag
+    tables let the design fit ``board`` (resource model, every Linear at its pinned or least
+    parallelism), and the mak it was lowered from (None: it fits as it is). FitError, naming the
+    resource, when not even one instance in flight fits."""
+    import dataclasses
+
+    from .codegen.boards import load_board
+    from .cycles.folding import check_fit, largest_fitting_mak
+
+    graph = resolve_graph(model)
+    pinned = {n: a["parallelism"] for n, a in (config.nodes.items() if config is not None else ())
+              if "parallelism" in a}
+    pinned.update(parallelism or {})
+    if config is not None:
+        graph = config.apply(graph)
+    board_spec = load_board(board)
+    mak = options.max_in_flight
+    fits = largest_fitting_mak(graph, board_spec, options, pinned)
+    if fits == mak:
+        return options, None
+    per = options.cache_slots // mak  # type: ignore[operator]
+    if fits < 1:  # the refusal at one instance in flight names the resource and what to lower
+        check_fit(_pinned(graph, pinned), board_spec, dataclasses.replace(options, cache_slots=per, max_in_flight=1))
+        raise AmpHlsError(f"graph {graph.name!r} does not fit {board_spec.name} even at mak 1")
+    return dataclasses.replace(options, cache_slots=fits * per, max_in_flight=fits), mak
+
+
+def fold_fitting(model: str | Path | ModelSpec | GraphCore, board: str, options: DeviceOptions, *,
+                 config: RunConfig | None = None, target_rate: float | None = None,
+                 parallelism: Mapping[str, int] | None = None,
+                 muf: int | None = None) -> tuple[Folding, DeviceOptions]:
+    """``fold_for`` at ``options``' mak when its tag tables fit ``board``; else the mak is lowered
+    (``fitting_options``) and traded against MACs: of the most that fit and its halvings down to
+    one, the fastest predicted folding (tag tables and MAC lanes share the board; fewer in flight
+    leave room for more MACs but pay their round trip, the latency-priced pace), the larger mak
+    on a tie within 5%. The folding records the mak it was lowered from."""
+    import dataclasses
+
+    fitted, lowered = fitting_options(model, board, options, config=config, parallelism=parallelism)
+    if lowered is None:
+        return fold_for(model, board, options=options, config=config, target_rate=target_rate,
+                        parallelism=parallelism, muf=muf), options
+    per = options.cache_slots // lowered
+    tried = []
+    mak = fitted.max_in_flight or 1
+    while True:
+        trial = dataclasses.replace(fitted, cache_slots=mak * per, max_in_flight=mak)
+        tried.append((fold_for(model, board, options=trial, config=config, target_rate=target_rate,
+                               parallelism=parallelism, muf=muf), trial))
+        if mak == 1:
+            break
+        mak //= 2
+    best = max(f.instances_per_s for f, _ in tried)
+    folding, chosen = next((f, o) for f, o in tried if f.instances_per_s >= 0.95 * best)
+    return dataclasses.replace(folding, mak_lowered_from=lowered), chosen
 
 
 def fold_for(model: str | Path | ModelSpec | GraphCore, board: str, *, options: DeviceOptions | None = None,

@@ -3,17 +3,23 @@ what the RTL simulation measures, and the numpy CPU runtime beside it.
 
     python -m bench.hardware --quick      # mlp and list-rnn, rtlsim on mlp/pynq-z2 only (minutes)
     python -m bench.hardware              # the zoo, rtlsim on each model's pynq-z2 design
+    python -m bench.hardware --testbench  # ... and each folded design through the cocotb testbench
 
 For each model and board the model is folded (``amp_hls.api.fold_for``) at the model's training
 mak, sized by the cache rule; when that does not fit the board (the resource model), mak is
-halved until it does and the refusals are recorded. The JSON holds the chosen parallelism and
-muf, the predicted instances/s (cycle model), the resource model's totals against the board,
-the DSPs used against the board's and the fraction of the DSP peak the useful MACs reach. Where
-measured, the folded project is generated and a stream of instances runs through its RTL under
-Verilator, as many in flight as the tag caches hold by the sizing rule (``report.safe_in_flight``),
-so the model's error is on a run that cannot lose a message. The numpy CPU runtime trains the
-same model's instances in the same process (one epoch, the model's defaults): the ratio is the
-device's instances/s (predicted, and measured at the board's clock) over the CPU's.
+lowered to the most that fit (``api.fitting_options``, as ``amp-hls generate --board`` does). The
+JSON holds the chosen parallelism and muf, the predicted instances/s (cycle model, latency
+priced: ``report.Pace``), the resource model's totals against the board, the DSPs used against
+the board's and the fraction of the DSP peak the useful MACs reach. Where measured, the folded
+project is generated and a stream of instances runs through its RTL under Verilator, as many in
+flight as the tag caches hold by the sizing rule (``report.safe_in_flight``), so the model's error
+is on a run that cannot lose a message; the error of the busiest-kernel model alone (no latency)
+is recorded beside it. With ``--testbench`` each model's folded design for pynq-z2 (zcu104 where it
+does not fit pynq-z2) also goes through ``amp-hls testbench``'s check (cocotb + Verilator, random
+stalls on host_in and host_out, bit-exact against the numpy device model): pass or fail, its
+cycles, its wall time. The numpy CPU runtime trains the same model's instances in the same process
+(one epoch, the model's defaults): the ratio is the device's instances/s (predicted, and measured
+at the board's clock) over the CPU's.
 """
 
 from __future__ import annotations
@@ -27,11 +33,13 @@ from typing import Any
 
 from amp_hls import api
 from amp_hls.codegen.boards import load_board
+from amp_hls.codegen.project import open_project
 from amp_hls.cycles.folding import FitError, Folding, apply
 from amp_hls.cycles.report import cycle_report, measure_rtlsim, safe_in_flight, sample_inputs
 from amp_hls.cycles.resources import load_coefficients
 from amp_hls.datasets import Splits
 from amp_hls.design import DeviceOptions, build_design
+from amp_hls.host.rtlsim import RtlsimBuildError
 from amp_hls.host.settings import generation_options
 from amp_hls.models import MODELS
 from amp_hls.runtime.optim import OptimizerConfig
@@ -43,26 +51,24 @@ WORK = Path("build/bench_hardware")
 BOARDS = ("pynq-z2", "zcu104")
 MODELS_FULL = ("mlp", "list-rnn", "tree-rnn", "ggsnn-qm9")
 QUICK = {"models": ("mlp", "list-rnn"), "measure": {("mlp", "pynq-z2")}, "instances": 256, "cpu_instances": 256}
-FULL = {"models": MODELS_FULL, "measure": {(m, "pynq-z2") for m in MODELS_FULL if m != "ggsnn-qm9"},
-        "instances": 32, "cpu_instances": 256}
+FULL = {"models": MODELS_FULL,
+        "measure": {*((m, "pynq-z2") for m in MODELS_FULL if m != "ggsnn-qm9"), ("ggsnn-qm9", "zcu104")},
+        "instances": 256, "cpu_instances": 256}  # 256: several GRADS dumps at muf 64 and mak 16
 
 
-def fold_fitting(model: str, board: str) -> tuple[Folding, DeviceOptions, list[str]]:
-    """The folding at the model's mak, or at the largest halved mak that fits; the refusals
-    (FitError when not even one instance in flight fits)."""
+TESTBENCH_INSTANCES = 8  # per model through the cocotb bench (random stalls: slow per cycle)
+TESTBENCH_STALL = 0.3  # the fraction of cycles host_in / host_out stall (project_bench.check's default)
+
+
+def fold_fitting(model: str, board: str) -> tuple[Folding, DeviceOptions, int | None]:
+    """The folding at the model's mak, or at a lower one that fits (``api.fold_fitting``), and
+    the mak it was lowered from (FitError when not even one instance in flight fits)."""
     spec = MODELS[model]
     graph = spec.build()
     mak = int(spec.defaults.get("mak", 16))
-    refused = []
-    while True:
-        options = generation_options(spec, graph, DeviceOptions(), muf_given=False, cache_given=False, mak=mak)
-        try:
-            return api.fold_for(spec, board, options=options), options, refused
-        except FitError as exc:
-            refused.append(f"mak {mak}: {exc}")
-            if mak == 1:
-                raise
-            mak = max(1, mak // 2)
+    options = generation_options(spec, graph, DeviceOptions(), muf_given=False, cache_given=False, mak=mak)
+    folding, options = api.fold_fitting(spec, board, options)  # as `amp-hls generate --board` does
+    return folding, options, folding.mak_lowered_from
 
 
 def cpu_rate(model: str, instances: int) -> dict[str, Any]:
@@ -93,20 +99,48 @@ def measure(model: str, board: str, folding: Folding, options: DeviceOptions, in
     mak = min(instances, safe_in_flight(build_design(graph, options).placement, inputs, options.cache_slots))
     start = time.perf_counter()
     m = measure_rtlsim(root, inputs, mak)
-    model_cycles = max(max(folding.cycles.values()), folding.link_beats)
+    report = cycle_report(open_project(root).design, load_board(board), inputs)  # priced at the run's mak
+    model_cycles = report.cycles_per_instance
+    kernels = max(max(folding.cycles.values()), folding.link_beats)  # the model before latency was priced
     return {"instances": m.instances, "mak": m.mak, "cycles": m.cycles, "cycles_per_instance": m.cycles_per_instance,
             "instances_per_s": folding.clock_mhz * 1e6 / m.cycles_per_instance,
-            "model_cycles_per_instance": model_cycles,
+            "model_cycles_per_instance": model_cycles, "model_bound": report.pace.bound(),
             "model_error": model_cycles / m.cycles_per_instance - 1.0,  # >0: the model is pessimistic
+            "kernel_model_cycles_per_instance": kernels,
+            "kernel_model_error": kernels / m.cycles_per_instance - 1.0,
+            "round_trip_cycles": report.pace.round_trip,
             "sim_s": m.sim_seconds, "wall_s": time.perf_counter() - start}
 
 
-def bench_one(model: str, board_name: str, instances: int, rtlsim: bool) -> dict[str, Any]:
+def testbench(model: str, board: str, folding: Folding, options: DeviceOptions) -> dict[str, Any]:
+    """The folded design through ``amp-hls testbench``'s check: cocotb + Verilator, random stalls,
+    every DATA message and GRADS dump against the numpy device model, at the design's mak."""
+    from amp_hls.sim.project_bench import check
+
+    spec = MODELS[model]
+    root = (WORK / f"{model}-{board}-tb").resolve()  # the simulator runs the bench from its own directory
+    api.generate(spec, root, board=board, options=options, force=True, folding=folding)
+    mak = options.max_in_flight or 1
+    api.testbench(root, model=spec, instances=TESTBENCH_INSTANCES, mak=[mak])  # root/tb, as `pytest root/tb` runs it
+    instances = sample_inputs(apply(spec.build(), folding), TESTBENCH_INSTANCES, 0, spec)
+    start = time.perf_counter()
+    try:
+        r = check(root, instances, mak, root / "tb" / "run", root / "tb" / "build", stall=TESTBENCH_STALL)
+    except Exception as exc:  # noqa: BLE001 -- a failed build or bench is a result to record
+        return {"passed": False, "mak": mak, "error": f"{type(exc).__name__}: {exc}"[:2000],
+                "wall_s": time.perf_counter() - start}
+    return {"passed": not r.problems and r.messages > 0, "mak": mak, "instances": len(instances),
+            "stall": TESTBENCH_STALL, "messages": r.messages, "grads_dumps": r.grads_dumps, "cycles": r.cycles,
+            "cycles_per_instance": r.cycles / len(instances), "problems": r.problems[:20],
+            "sim_s": r.seconds, "wall_s": time.perf_counter() - start}
+
+
+def bench_one(model: str, board_name: str, instances: int, rtlsim: bool, tb: bool = False) -> dict[str, Any]:
     """What folding chooses for ``model`` on the board and what it predicts; ``{"fits": False,
     "why": ...}`` when no mak fits (the misfit message names the resource and the kernels)."""
     board = load_board(board_name)
     try:
-        folding, options, refused = fold_fitting(model, board_name)
+        folding, options, lowered = fold_fitting(model, board_name)
     except FitError as exc:
         return {"fits": False, "why": str(exc)}
     spec = MODELS[model]
@@ -115,20 +149,25 @@ def bench_one(model: str, board_name: str, instances: int, rtlsim: bool) -> dict
     report = cycle_report(design, board, sample_inputs(graph, instances, 0, spec))
     total = folding.resources.total
     doc: dict[str, Any] = {
-        "fits": True, "mak": options.max_in_flight, "cache_slots": options.cache_slots, "refused": refused,
+        "fits": True, "mak": options.max_in_flight, "cache_slots": options.cache_slots, "mak_lowered_from": lowered,
         "parallelism": folding.parallelism, "muf": folding.muf, "bound": folding.bound,
         "bottleneck": folding.bottleneck, "predicted_instances_per_s": folding.instances_per_s,
+        "round_trip_cycles": folding.pace.round_trip, "pace_bound": folding.pace.bound(),
         "macs": folding.dsps, "dsps": total.dsp, "board_dsps": board.resources["dsp"],
         "dsp_fraction_of_board": total.dsp / board.resources["dsp"],
         "dsp_peak": report.dsp_peak, "board_dsp_peak": report.board_dsp_peak,
         "resources": folding.to_json()["resources"],
     }
-    doc["rtlsim"] = measure(model, board_name, folding, options, instances) if rtlsim else None
+    try:
+        doc["rtlsim"] = measure(model, board_name, folding, options, instances) if rtlsim else None
+    except RtlsimBuildError as exc:  # a build past its timeout (a loaded machine) is a result too
+        doc["rtlsim"] = {"error": str(exc)}
+    doc["testbench"] = testbench(model, board_name, folding, options) if tb else None
     return doc
 
 
 def run(models: Sequence[str], boards: Sequence[str], measured: set[tuple[str, str]], instances: int,
-        cpu_instances: int, out: Path) -> dict[str, Any]:
+        cpu_instances: int, out: Path, tb: bool = False) -> dict[str, Any]:
     coefficients = load_coefficients()
     doc: dict[str, Any] = {"coefficients": {k: coefficients.meta.get(k) for k in ("calibrated", "rtl", "family")},
                            "rtl_now": rtl_key(), "models": {}}
@@ -136,21 +175,24 @@ def run(models: Sequence[str], boards: Sequence[str], measured: set[tuple[str, s
     for model in models:
         cpu = cpu_rate(model, cpu_instances)
         entry: dict[str, Any] = {"cpu": cpu, "boards": {}}
+        tb_board = None  # the testbench runs on the first board the model fits, pynq-z2 first
         for board in boards:
             t = time.perf_counter()
-            b = bench_one(model, board, instances, (model, board) in measured)
+            b = bench_one(model, board, instances, (model, board) in measured, tb and tb_board is None)
+            tb_board = tb_board or (board if b.get("testbench") else None)
             if not b["fits"]:
                 entry["boards"][board] = b
                 print(f"{model} on {board}: does not fit at mak 1: {b['why']}", flush=True)
                 continue
             b["ratio_predicted_vs_cpu"] = b["predicted_instances_per_s"] / cpu["instances_per_s"]
-            b["ratio_rtlsim_vs_cpu"] = (b["rtlsim"]["instances_per_s"] / cpu["instances_per_s"]) if b["rtlsim"] else None
+            b["ratio_rtlsim_vs_cpu"] = (b["rtlsim"]["instances_per_s"] / cpu["instances_per_s"]) \
+        if b["rtlsim"] and "error" not in b["rtlsim"] else None
             b["bench_s"] = time.perf_counter() - t
             entry["boards"][board] = b
             print(summary(model, board, b, cpu), flush=True)
         doc["models"][model] = entry
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=1, default=float) + "\n")
+        out.parent.mkdir(parents=True, exist_ok=True)  # written after each model: a long run keeps what it has
+        out.write_text(json.dumps(doc, indent=1, default=float) + "\n")
     print(f"wrote {out}")
     return doc
 
@@ -162,10 +204,17 @@ def summary(model: str, board: str, b: dict[str, Any], cpu: dict[str, Any]) -> s
     line = (f"{model} on {board} (mak {b['mak']}, {b['cache_slots']} slots): {par}, muf {b['muf']} -> "
             f"{b['predicted_instances_per_s']:,.0f} instances/s predicted, {b['ratio_predicted_vs_cpu']:.1f}x the "
             f"numpy CPU runtime ({cpu['instances_per_s']:,.0f}/s); {use}; bound: {b['bound']}")
-    if b["rtlsim"]:
+    if b["rtlsim"] and "error" in b["rtlsim"]:
+        line += f"\n  rtlsim: not measured: {b['rtlsim']['error']}"
+    elif b["rtlsim"]:
         r = b["rtlsim"]
         line += (f"\n  rtlsim: {r['cycles_per_instance']:,.1f} cycles/instance at {r['mak']} in flight -> "
-                 f"{r['instances_per_s']:,.0f}/s ({b['ratio_rtlsim_vs_cpu']:.1f}x CPU); model {r['model_error']:+.1%}")
+                 f"{r['instances_per_s']:,.0f}/s ({b['ratio_rtlsim_vs_cpu']:.1f}x CPU); model {r['model_error']:+.1%} "
+                 f"(busiest kernel alone {r['kernel_model_error']:+.1%}); {r['model_bound']}")
+    if b.get("testbench"):
+        t = b["testbench"]
+        line += (f"\n  testbench (cocotb, stalls): {'pass' if t['passed'] else 'FAIL'} at mak {t['mak']}, "
+                 f"{t.get('cycles', 0):,} cycles, {t['wall_s']:.0f} s" + (f": {t['error'][:300]}" if "error" in t else ""))
     return line
 
 
@@ -175,12 +224,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", nargs="+", choices=sorted(MODELS))
     ap.add_argument("--boards", nargs="+", default=list(BOARDS))
     ap.add_argument("--no-rtlsim", action="store_true", help="predict only")
+    ap.add_argument("--testbench", action="store_true",
+                    help="each model's folded design (pynq-z2, else zcu104) through the cocotb testbench")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     plan = QUICK if args.quick else FULL
     models = args.models or plan["models"]
     measured = set() if args.no_rtlsim else plan["measure"]
-    run(models, args.boards, measured, plan["instances"], plan["cpu_instances"], args.out)  # type: ignore[arg-type]
+    run(models, args.boards, measured, plan["instances"], plan["cpu_instances"], args.out,  # type: ignore[arg-type]
+        tb=args.testbench)
     return 0
 
 

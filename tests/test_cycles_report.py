@@ -189,10 +189,24 @@ def test_report_counts_and_prices_mlp(mlp_project: Path) -> None:
     for kind, names in report.unmodelled.items():  # kinds still without a model are named
         assert f"no cycle model for kind {kind!r}" in text and all(n in text for n in names)
     if not report.unmodelled:
-        assert report.bottleneck is not None and report.instances_per_s == 100e6 / report.bottleneck.cycles
-        assert report.dsp_peak == report.macs_per_instance / (2 * report.bottleneck.cycles)
+        assert report.bottleneck is not None and report.kernel_cycles_per_instance == report.bottleneck.cycles
+        # latency priced: 5 in flight (the measurement's min(instances, safe_in_flight)), a batch of
+        # forwards, then one of gradients; each pipelined, the first instance taking the latency:
+        # the beats in, then per kernel its message less the beats it reads as they come, plus a hop
+        pc, cyc = report.pace, {n.name: {p.port: p.cycles for p in n.ports} for n in report.nodes}
+        fwd, bwd = pc.phases
+        assert pc.mak == 5 and (fwd.link_in, fwd.link_out, bwd.link_in) == (18, 5, 5)
+        assert fwd.latency == 18 + sum(cyc[n]["in0"] - b + 2 for n, b in (("fc0", 18), ("act0", 10), ("head", 10)))
+        assert bwd.latency == 5 + sum(cyc[n]["out0_grad"] - b + 2 for n, b in (("head", 5), ("act0", 10), ("fc0", 10)))
+        assert fwd.busiest == max(c["in0"] for c in cyc.values()) and bwd.dump_after == 4  # muf 4, a gradient each
+        assert bwd.batch_cycles(5) == max(bwd.latency + 4 * bwd.busiest, 4 * bwd.busiest + 5 * bwd.link_out)
+        predicted = (fwd.batch_cycles(5) + bwd.batch_cycles(5)) / 5
+        assert report.cycles_per_instance == max(predicted, report.bottleneck.cycles, *report.link_beats.values())
+        assert report.instances_per_s == 100e6 / report.cycles_per_instance
+        assert report.dsp_peak == report.macs_per_instance / (2 * report.cycles_per_instance)
         assert report.board_dsps == 220
-        assert report.board_dsp_peak == report.macs_per_instance / (220 * report.bottleneck.cycles)
+        assert report.board_dsp_peak == report.macs_per_instance / (220 * report.cycles_per_instance)
+        assert "latency: one instance's round trip" in text and "5 in flight" in text
         assert f"{report.board_dsp_peak:.2%} of the board's" in text and "(0.9% of the board's 220)" in text
     assert report.safe_in_flight == 64  # one message per instance at every node: cache_slots of them
     doc = json.loads(json.dumps(report.to_json()))  # plain data

@@ -20,7 +20,7 @@ from amp_hls.cycles.folding import (
     pin,
     structural_loads,
 )
-from amp_hls.cycles.report import count_messages, cycle_report, sample_inputs
+from amp_hls.cycles.report import count_messages, cycle_report, pace, sample_inputs
 from amp_hls.cycles.resources import BOARD_RESOURCES, design_resources
 from amp_hls.design import DeviceOptions, build_design
 from amp_hls.errors import AmpHlsError
@@ -67,7 +67,12 @@ def test_the_busiest_linear_gets_the_macs_and_the_model_agrees_with_the_report(m
     design = build_design(folded, dataclasses.replace(OPTIONS, muf=f.muf))
     report = cycle_report(design, ZCU, inputs)
     assert {n.name: n.cycles for n in report.nodes} == pytest.approx(f.cycles)
-    assert f.instances_per_s == pytest.approx(100e6 / max(max(f.cycles.values()), f.link_beats))
+    # the pace prices latency: the report's, at the folding's mak, never faster than the busiest kernel
+    again = pace(design, count_messages(design.placement, inputs), len(inputs), f.pace.mak)
+    assert f.pace.cycles_per_instance == pytest.approx(again.cycles_per_instance) and f.pace.mak == 16
+    assert f.instances_per_s == pytest.approx(100e6 / max(again.cycles_per_instance, max(f.cycles.values()),
+                                                          f.link_beats))
+    assert f.instances_per_s <= 100e6 / max(f.cycles.values())
     assert report.macs_instantiated == f.dsps == sum(f.parallelism.values())
     assert design_resources(design).total == f.resources.total  # the manifest's numbers are the design's
     text = format_folding(f)
@@ -138,8 +143,25 @@ def test_too_many_cache_slots_are_refused_with_the_mak_that_fits(mlp) -> None:  
 
 def test_a_non_linear_bottleneck_is_named() -> None:
     graph = MODELS["ggsnn-qm9"].build()
-    f = fold(graph, ZCU, sample_inputs(graph, 3), DeviceOptions(cache_slots=4))  # 16 slots: 700 BRAM36
+    f = fold(graph, ZCU, sample_inputs(graph, 3), DeviceOptions(cache_slots=2))  # 16 slots: 700 BRAM36
     assert f.bound.endswith("is the bottleneck and is not a Linear") or "host link" in f.bound \
         or "budget" in f.bound
     for r in BOARD_RESOURCES:
         assert getattr(f.resources.total, r) <= MARGIN * ZCU.resources[r]
+
+
+def test_latency_is_priced_and_the_in_flight_bound_named(mlp) -> None:  # type: ignore[no-untyped-def]
+    """With one instance in flight every instance pays its whole round trip (Little's law): the
+    pace says so and names --mak; more in flight approach the busiest kernels' pace."""
+    graph, inputs = mlp
+    one = fold(graph, ZCU, inputs, DeviceOptions(cache_slots=16, max_in_flight=1), muf=8)
+    many = fold(graph, ZCU, inputs, OPTIONS, muf=8)
+    assert one.parallelism == many.parallelism  # the same tag tables: the same resources, the same choice
+    assert one.pace.mak == 1 and "bound by in-flight instances (mak 1)" in one.bound and "raise --mak" in one.bound
+    assert one.cycles_per_instance >= one.pace.round_trip > max(one.cycles.values())
+    assert one.instances_per_s < many.instances_per_s
+    paces = [dataclasses.replace(many.pace, mak=m).cycles_per_instance for m in (1, 2, 4, 16, 64, 4096)]
+    assert paces == sorted(paces, reverse=True)
+    # many in flight: each batch as long as its busiest server, kernel or link direction
+    assert paces[-1] == pytest.approx(sum(max(p.busiest, p.link_in, p.link_out) for p in many.pace.phases), rel=0.01)
+    assert "round trip" in format_folding(one) and "at mak 1" in format_folding(one)

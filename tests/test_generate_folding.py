@@ -1,5 +1,7 @@
-"""``amp-hls generate --fold``: folding for the board through the CLI, the Python API and the TOML
-config; the choice printed and in the manifest; a design that cannot fit refused (exit 2)."""
+"""``amp-hls generate --board``: folding for the board (on by default with a board, ``--no-fold`` or
+``[device] fold = false`` to opt out) through the CLI, the Python API and the TOML config; the
+choice printed and in the manifest; a default mak whose tag tables do not fit lowered; a design
+that cannot fit at any mak refused (exit 2)."""
 
 from __future__ import annotations
 
@@ -37,10 +39,32 @@ def test_fold_chooses_records_and_prints(tmp_path: Path, capsys: pytest.CaptureF
     assert set(res["kernels"]) == {"fc0", "act0", "head"} and {"linear", "activation"} <= set(res["kinds"])
 
 
-def test_without_fold_generate_is_unchanged(tmp_path: Path) -> None:
-    assert main(["generate", "mlp", "-o", str(tmp_path / "p"), "--board", "zcu104"]) == 0
+def test_a_board_folds_by_default_and_no_fold_opts_out(tmp_path: Path) -> None:
+    assert main(["generate", "mlp", "-o", str(tmp_path / "p"), "--board", "zcu104", "--no-fold"]) == 0
     m = _manifest(tmp_path / "p")
     assert "folding" not in m and m["parallelism"] == {"fc0": 1, "head": 1} and m["muf"] == 8
+    assert main(["generate", "mlp", "-o", str(tmp_path / "d")]) == 0  # no board named: no folding
+    assert "folding" not in _manifest(tmp_path / "d")
+    assert api.folds(None, None, None, board_given=True) and not api.folds(None, None, None)
+    off = config_from_dict({"device": {"board": "zcu104", "fold": False}})
+    assert not api.folds(off, None, None, board_given=True)
+    project = amp.generate(MODELS["mlp"], tmp_path / "c", config=off)
+    assert "folding" not in _manifest(project.root)
+
+
+def test_a_default_mak_that_does_not_fit_is_lowered(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """list-rnn's default mak 16 needs tag tables pynq-z2 cannot hold: generate lowers it to the
+    most that fit, says so and sizes the design (and the manifest) for it; --mak given is kept."""
+    out = tmp_path / "p"
+    assert main(["generate", "list-rnn", "-o", str(out), "--board", "pynq-z2"]) == 0
+    printed = capsys.readouterr().out
+    m = _manifest(out)
+    mak = m["max_in_flight"]
+    assert 1 <= mak < 16 and f"mak 16 does not fit pynq-z2 (resource model): lowered to mak {mak}" in printed
+    assert m["folding"]["mak"] == mak and m["folding"]["mak_lowered_from"] == 16
+    assert f"sized for mak {mak}," in printed
+    assert main(["generate", "list-rnn", "-o", str(tmp_path / "q"), "--board", "pynq-z2", "--mak", "16"]) == 2
+    assert "does not fit pynq-z2" in capsys.readouterr().err
 
 
 def test_pins_a_target_rate_and_a_given_muf(tmp_path: Path) -> None:

@@ -44,16 +44,28 @@ def cmd_generate(args: argparse.Namespace) -> int:
     options = _sized(args, config, options)  # what the bitstream fixes, for the model's training run
     pins = dict(args.parallelism or [])
     folding = None
-    if api.folds(config, args.fold, args.target_rate):
+    board_given = args.board is not None or (config is not None and "board" in config.device)
+    if api.folds(config, args.fold, args.target_rate, board_given):
         from ..cycles.folding import format_folding
 
         muf_given = args.muf is not None or (config is not None and "muf" in config.training)
+        cache_given = args.cache_slots is not None or (config is not None and "cache_slots" in config.device)
         board_name = args.board or (config.device.get("board") if config else None) or api.DEFAULT_BOARD
-        folding = api.fold_for(args.model, board_name, options=options, config=config, target_rate=args.target_rate,
-                               parallelism=pins, muf=options.muf if muf_given else None)
+        fold_muf = options.muf if muf_given else None
+        if args.mak is None and not cache_given and options.max_in_flight is not None:
+            folding, options = api.fold_fitting(args.model, board_name, options, config=config,
+                                                target_rate=args.target_rate, parallelism=pins, muf=fold_muf)
+            if folding.mak_lowered_from is not None:
+                print(f"mak {folding.mak_lowered_from} does not fit {board_name} (resource model): lowered to mak "
+                      f"{options.max_in_flight} ({options.cache_slots} cache slots), the fastest predicted of the "
+                      f"most that fit and its halvings")
+        else:
+            folding = api.fold_for(args.model, board_name, options=options, config=config,
+                                   target_rate=args.target_rate, parallelism=pins, muf=fold_muf)
         print(format_folding(folding))
     project = api.generate(args.model, args.output, board=args.board, config=config, force=args.force,
-                           options=options, flow=args.flow, parallelism=pins, folding=folding)
+                           options=options, flow=args.flow, parallelism=pins, folding=folding,
+                           fold=folding is not None)  # decided above
     if project.flow == "hls":
         from ..sim.vitis_bench import write_vitis_testbench
 
@@ -76,8 +88,9 @@ def add_fold_options(p: argparse.ArgumentParser) -> None:
     """generate's folding options (docs/board.md, Folding)."""
     p.add_argument("--fold", action=argparse.BooleanOptionalAction, default=None,
                    help="choose each Linear's parallelism and the GRADS period for the board with the cycle "
-                   "and resource models (default: off, or [device] fold in --config); refuses a design that "
-                   "does not fit")
+                   "and resource models (default: on with --board or [device] board, or [device] fold in "
+                   "--config; --no-fold opts out); a default mak whose tag tables do not fit is lowered (the "
+                   "fastest predicted of the most that fit and its halvings); refuses a design that fits at no mak")
     p.add_argument("--target-rate", type=float, metavar="N",
                    help="fold no further than N instances/s (implies --fold)")
     p.add_argument("--parallelism", type=_node_parallelism, action="append", metavar="NODE=P",

@@ -1,13 +1,17 @@
 """Folding: how many multipliers each Linear kernel gets, and how often gradients are dumped.
 
 As FINN's SetFolding does for inference, the choice balances the pipeline with the cycle model:
-the device finishes instances at the pace of its busiest kernel, so the busiest Linear is given
-more MACs (``parallelism``) until either the target rate is met, the board is full, or the
+the device finishes instances at most at the pace of its busiest kernel, so the busiest Linear is
+given more MACs (``parallelism``) until either the target rate is met, the board is full, or the
 bottleneck is a kernel that more MACs cannot speed up (it is named). Each Linear thus ends at the
 least parallelism that keeps it within the bottleneck's pace. Then the gradient-dump period is
-set (if not given) to the shortest that keeps the host link from being the bottleneck: each
-dump carries a whole weight matrix, so at one dump per gradient the link, not the kernels, would
-bound a folded design.
+set (if not given) to the shortest within 5% of the best pace: each dump carries a whole weight
+matrix, so at one dump per gradient the link, not the kernels, would bound a folded design.
+
+The pace is the report's (``report.Pace``): latency priced too, with ``mak`` instances in flight
+(the design's ``max_in_flight``) through the host's batches, so a design whose round trip is
+longer than ``mak`` bottleneck intervals is named as bound by its in-flight instances (raise
+--mak; more MACs shorten the round trip as well).
 
 The message counts come from sample instances run once through the numpy runtime, exactly as the
 report counts them (``report.count_messages``); a static graph (no loop, no Ungroup) needs none:
@@ -31,7 +35,7 @@ from ..ir.validate import strongly_connected
 from ..kinds import cycle_model
 from ..models.inputs import Inputs
 from ..placement import Placement
-from .report import Load, count_messages, link_beats
+from .report import Load, Pace, count_messages, link_beats, pace, safe_in_flight
 from .resources import (
     BOARD_RESOURCES,
     LABELS,
@@ -69,17 +73,24 @@ class Folding:
     bound: str  # why the folding stopped, naming the node or resource
     resources: DesignResources  # the resource model's prediction at this choice
     board: Board
+    pace: Pace  # latency priced too, at the design's mak (report.Pace)
     margin: float = MARGIN
     kinds: dict[str, str] = field(default_factory=dict)  # device node -> kind, for the per-kind sums
+    mak_lowered_from: int | None = None  # the default mak whose tag tables did not fit (api.fitting_options)
 
     @property
     def bottleneck(self) -> str:
         return max(self.cycles, key=self.cycles.__getitem__)
 
     @property
+    def cycles_per_instance(self) -> float:
+        """The predicted cycles per instance: the pace with ``mak`` in flight, never faster than
+        the busiest kernel or the host link."""
+        return max(self.pace.cycles_per_instance, self.cycles[self.bottleneck], self.link_beats)
+
+    @property
     def instances_per_s(self) -> float:
-        """The device's pace: the slower of its busiest kernel and the host link."""
-        return self.clock_mhz * 1e6 / max(self.cycles[self.bottleneck], self.link_beats)
+        return self.clock_mhz * 1e6 / self.cycles_per_instance
 
     def to_json(self) -> dict[str, object]:
         """The manifest's ``folding`` entry."""
@@ -90,7 +101,9 @@ class Folding:
         return {"parallelism": dict(self.parallelism), "muf": self.muf, "dsps": self.dsps,
                 "dsp_budget": self.dsp_budget, "bottleneck": self.bottleneck,
                 "cycles_per_instance": {n: round(c, 2) for n, c in self.cycles.items()},
-                "link_beats_per_instance": round(self.link_beats, 2),
+                "link_beats_per_instance": round(self.link_beats, 2), "mak": self.pace.mak,
+                "mak_lowered_from": self.mak_lowered_from, "round_trip_cycles": round(self.pace.round_trip, 2),
+                "predicted_cycles_per_instance": round(self.cycles_per_instance, 2),
                 "instances_per_s": round(self.instances_per_s, 1), "bound": self.bound,
                 "board": self.board.name, "margin": self.margin,
                 "resources": {**self.resources.to_json(self.board),
@@ -188,8 +201,10 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
         if not is_static(graph):
             raise AmpHlsError(f"graph {graph.name!r} has a loop or an Ungroup: folding needs sample instances")
         loads, n = structural_loads(placement), 1
+        mak = options.max_in_flight or options.cache_slots  # one message per node and instance
     else:
         loads, n = count_messages(placement, inputs, seed), len(inputs)
+        mak = options.max_in_flight or safe_in_flight(placement, inputs, options.cache_slots)
     coefficients = coefficients or load_coefficients()
     pricer = _Pricer(design, design_resources(design, coefficients), coefficients, linears)
     budgets = {r: margin * board.resources.get(r, 0) for r in BOARD_RESOURCES}
@@ -209,7 +224,7 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
         cycles = {name: price(name) for name in nodes}
         while True:
             slowest = max(cycles, key=cycles.__getitem__)
-            if target_rate is not None and board.clock_mhz * 1e6 / cycles[slowest] >= target_rate:
+            if target_rate is not None and rate(period, choice, cycles) >= target_rate:
                 return choice, cycles, f"the target rate {target_rate:,.0f} instances/s is met"
             if slowest not in choice or slowest in fixed:
                 reason = "is not a Linear" if slowest not in choice else "has its parallelism fixed"
@@ -229,21 +244,31 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
             choice = trial
             cycles[slowest] = price(slowest)
 
-    def rate(period: int, cycles: dict[str, float]) -> float:
-        return board.clock_mhz * 1e6 / max(max(cycles.values()), _busier_link(placement, loads, period, n))
+    def pace_of(period: int, choice: Mapping[str, int]) -> Pace:
+        priced = {name: dataclasses.replace(nodes[name], parallelism=p) for name, p in choice.items()}  # type: ignore[type-var]
+        return pace(design, loads, n, mak, dataclasses.replace(options, muf=period), priced)
+
+    def rate(period: int, choice: Mapping[str, int], cycles: dict[str, float]) -> float:
+        slowest = max(max(cycles.values()), _busier_link(placement, loads, period, n))
+        return board.clock_mhz * 1e6 / max(pace_of(period, choice).cycles_per_instance, slowest)
 
     periods = (muf,) if muf is not None else DUMP_PERIODS
     folds = {period: fold_at(period) for period in periods}
-    best = max(rate(period, f[1]) for period, f in folds.items())
+    rates = {period: rate(period, f[0], f[1]) for period, f in folds.items()}
     # the shortest period within 5% of the best pace: rarer dumps mean staler weights on the host
-    period = next(p for p in periods if rate(p, folds[p][1]) >= 0.95 * best)
+    period = next(p for p in periods if rates[p] >= 0.95 * max(rates.values()))
     choice, cycles, bound = folds[period]
     link = _busier_link(placement, loads, period, n)
+    chosen = pace_of(period, choice)
+    paced = chosen.bound()  # the pace, latency priced: in-flight instances or the link may set it
     if link > max(cycles.values()):
         bound = f"the host link ({link:,.0f} beats/instance at a GRADS dump every {period} gradients)"
+        paced = paced if paced.startswith("bound by in-flight") else ""
+    if "target rate" not in bound and paced and not paced.startswith("bound by the busiest"):
+        bound = f"{bound}; {paced}"
     return Folding(choice, period, cycles, board.clock_mhz, sum(choice.values()),
-                   int(board.resources.get("dsp", 0) * margin), link, bound, pricer.resources(choice), board, margin,
-                   {name: node.kind for name, node in nodes.items()})
+                   int(board.resources.get("dsp", 0) * margin), link, bound, pricer.resources(choice), board, chosen,
+                   margin, {name: node.kind for name, node in nodes.items()})
 
 
 def _check_fixed(fixed: Mapping[str, int], linears: set[str]) -> None:
@@ -281,6 +306,20 @@ def check_fit(graph: GraphCore, board: Board, options: DeviceOptions, margin: fl
     if over:
         raise FitError(_misfit(design, board, margin, used, over[0], coefficients))
     return used
+
+
+def largest_fitting_mak(graph: GraphCore, board: Board, options: DeviceOptions, fixed: Mapping[str, int] | None = None,
+                        margin: float = MARGIN, coefficients: Coefficients | None = None) -> int:
+    """The most instances in flight (at most ``options.max_in_flight``) whose tag tables, sized by
+    the rule (``cache_slots`` = mak x the messages per instance ``options`` were sized for), let
+    the design fit ``board`` with every Linear at its ``fixed`` or least parallelism (what folding
+    starts from); 0 when not even one does."""
+    mak = options.max_in_flight
+    if mak is None:
+        raise AmpHlsError("lowering mak needs options sized for a mak (host.settings.sized_options)")
+    per = options.cache_slots // mak
+    design = build_design(pin(graph, {n: (fixed or {}).get(n, 1) for n in _device_linears(graph)}), options)
+    return min(mak, _slots_that_fit(design, board, margin, coefficients or load_coefficients()) // per)
 
 
 def _misfit(design: DeviceDesign, board: Board, margin: float, used: DesignResources, resource: str,
@@ -343,6 +382,7 @@ def format_folding(f: Folding) -> str:
         if f.resources.unpriced else ""
     return (f"folding: {per_node or 'no Linear on the device'}; {f.dsps} MACs; "
             f"GRADS every {f.muf} gradients; bottleneck {f.bottleneck} ({f.cycles[f.bottleneck]:,.0f} cycles/instance), "
-            f"host link {f.link_beats:,.0f} beats/instance -> {f.instances_per_s:,.0f} instances/s at "
-            f"{f.clock_mhz:g} MHz (cycle model); stopped by {f.bound}\n"
+            f"host link {f.link_beats:,.0f} beats/instance, round trip {f.pace.round_trip:,.0f} cycles at mak "
+            f"{f.pace.mak} -> {f.instances_per_s:,.0f} instances/s at {f.clock_mhz:g} MHz (cycle model); "
+            f"stopped by {f.bound}\n"
             f"  resources (model, {f.margin:.0%} of each usable): {use}{unpriced}")

@@ -1,27 +1,42 @@
 """The cycle report of a generated project: where the device spends its cycles, per instance.
 
-Every device kernel runs side by side, so in steady state the device finishes instances at the
-pace of its busiest kernel (the bottleneck). The report counts the messages each device node
-takes per instance, and their rows, by pushing sample instances of the model through the numpy
-runtime (exact for dynamic models too: the rows and loop trips come from the data), prices each
-message with the node kind's cycle model (``amp_hls.cycles``), and adds the DSP view: the MACs an
-instance needs against the MACs the Linear kernels instantiate (their ``parallelism``).
+Every device kernel runs side by side, so in steady state the device finishes instances at
+most at the pace of its busiest kernel (the bottleneck). The report counts the messages each
+device node takes per instance, and their rows, by pushing sample instances of the model through
+the numpy runtime (exact for dynamic models too: the rows and loop trips come from the data),
+prices each message with the node kind's cycle model (``amp_hls.cycles``), and adds the DSP view:
+the MACs an instance needs against the MACs the Linear kernels instantiate (their ``parallelism``).
+
+The pace (``Pace``) also prices latency. The host runner (``host/runner.py``) works in turns: it
+admits instances while fewer than ``mak`` are in flight, runs its nodes, sends what they produced
+and takes what the device answers; a device that is run until idle (rtlsim, csim) answers a turn's
+batch whole. An instance is admitted again only once its prediction is judged, and its gradients
+leave on the next turn, so the device sees a batch of ``mak`` forwards, then a batch of their
+gradients. Each batch is a pipeline of ``mak`` instances through the placed graph: the first
+takes the phase's latency ``R`` (the longest path of one instance's messages, each kernel's
+cycles for one message when idle, less the beats it reads while its writer still writes them,
+plus a FIFO hop), each further one the busiest kernel's interval ``B``; the host link is a server
+too (its GRADS dumps start once the first ``muf`` gradients are in). So an instance costs
+``sum over phases of max(R + (mak - 1) B, link) / mak`` cycles: Little's law, ``mak`` instances
+in flight over a round trip of ``R``, bounds the pace whenever ``mak B < R``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..codegen.boards import Board
-from ..design import DeviceDesign, dx_skipped
+from ..design import DeviceDesign, DeviceOptions, dx_skipped
 from ..errors import AmpHlsError
-from ..ir import GraphCore, Linear
+from ..ir import GraphCore, Linear, Node
+from ..ir.validate import strongly_connected
 from ..kernels import Kernel
 from ..kinds import cycle_model
 from ..message import Message
@@ -36,6 +51,13 @@ from ..wire import Kind, message_beats
 from . import message_cycles
 
 Load = Counter[tuple[str, int]]  # (input port, rows) -> messages
+FIFO_HOP = 2  # cycles a beat takes through an amp_fifo (hw/rtl/amp_fifo.sv: memory, then the output register)
+PHASES = ("forward", "backward")  # the host's two batches per instance: forwards in, then gradients back
+
+
+def phase_of(port: str) -> str:
+    """``in*`` ports carry the forward batch, ``out*_grad`` ports the backward one."""
+    return "forward" if port.startswith("in") else "backward"
 
 
 class _Tally:
@@ -120,6 +142,7 @@ class CycleReport:
     link_beats: dict[str, float]  # host_in / host_out beats per instance
     board_dsps: int  # the board's DSP slices (one multiplier each)
     safe_in_flight: int  # the most instances in flight the tag caches hold (the sizing rule)
+    pace: Pace  # latency priced too, at the mak the measurement runs (min(instances, safe_in_flight))
 
     @property
     def unmodelled(self) -> dict[str, list[str]]:
@@ -136,9 +159,19 @@ class CycleReport:
         return max(modelled, key=lambda n: n.cycles) if modelled else None  # type: ignore[arg-type, return-value]
 
     @property
-    def cycles_per_instance(self) -> float | None:
+    def kernel_cycles_per_instance(self) -> float | None:
+        """The busiest kernel's cycles per instance: the pace with unbounded instances in flight."""
         b = self.bottleneck
         return b.cycles if b is not None else None
+
+    @property
+    def cycles_per_instance(self) -> float | None:
+        """The predicted cycles per instance: the host's batches (``Pace``), never faster than the
+        busiest kernel or the host link."""
+        b = self.kernel_cycles_per_instance
+        if b is None:
+            return None
+        return max(self.pace.cycles_per_instance, b, max(self.link_beats.values()))
 
     @property
     def instances_per_s(self) -> float | None:
@@ -176,8 +209,9 @@ class CycleReport:
         """The report as plain data (``amp-hls report --json``), derived figures included."""
         doc = dataclasses.asdict(self)
         doc["nodes"] = [{**dataclasses.asdict(n), "cycles": n.cycles} for n in self.nodes]
-        for name in ("bottleneck", "cycles_per_instance", "instances_per_s", "macs_per_instance",
-                     "dsp_peak", "board_dsp_peak", "link_instances_per_s", "unmodelled"):
+        doc["pace"] = self.pace.to_json()
+        for name in ("bottleneck", "kernel_cycles_per_instance", "cycles_per_instance", "instances_per_s",
+                     "macs_per_instance", "dsp_peak", "board_dsp_peak", "link_instances_per_s", "unmodelled"):
             value = getattr(self, name)
             doc[name] = value.name if isinstance(value, NodeLoad) else value
         return doc
@@ -194,6 +228,16 @@ def link_beats(placement: Placement, loads: dict[str, Load], muf: int) -> dict[s
     one way, its gradient of the same rows the other, unless the kernel skips it), a GRADS dump every ``muf`` gradients, and
     a device loss's LOSS report per message it judges."""
     beats = {"host_in": 0.0, "host_out": 0.0}
+    for (_, direction), b in phase_link_beats(placement, loads, muf).items():
+        beats[direction] += b
+    return beats
+
+
+def phase_link_beats(placement: Placement, loads: dict[str, Load], muf: int) -> dict[tuple[str, str], float]:
+    """``link_beats`` by phase: (``forward``/``backward``, ``host_in``/``host_out``) -> beats. A
+    forward DATA message and a LOSS report belong to the forward batch, a gradient and a GRADS dump
+    to the backward one."""
+    beats = {(ph, d): 0.0 for ph in PHASES for d in ("host_in", "host_out")}
     skipped = dx_skipped(placement)
     for ch in placement.channels:
         if ch.edge is not None:
@@ -205,17 +249,192 @@ def link_beats(placement: Placement, loads: dict[str, Load], muf: int) -> dict[s
             for (p, rows), n in loads[node].items():
                 if p == port:  # the same rows cross back the other way
                     b = n * message_beats(Kind.DATA, rows, width)
-                    beats["host_in"] += b
-                    beats["host_out"] += b if back else 0
+                    beats[("forward", "host_in" if into else "host_out")] += b
+                    beats[("backward", "host_out" if into else "host_in")] += b if back else 0
         elif ch.loss_of is not None:  # a device loss: one LOSS report per prediction message
             shape = ch.spec.shape(Kind.LOSS)
             reports = sum(n for (p, _), n in loads[ch.loss_of].items() if p == "in0")
-            beats["host_out"] += reports * message_beats(Kind.LOSS, 1, shape.width)
+            beats[("forward", "host_out")] += reports * message_beats(Kind.LOSS, 1, shape.width)
         else:
             shape = ch.spec.shape(Kind.GRADS)
             grads_in = sum(n for (p, _), n in loads[ch.node].items() if p == "out0_grad")  # type: ignore[index]
-            beats["host_out"] += grads_in / muf * message_beats(Kind.GRADS, shape.max_rows, shape.width)
+            beats[("backward", "host_out")] += grads_in / muf * message_beats(Kind.GRADS, shape.max_rows, shape.width)
     return beats
+
+
+@dataclass(frozen=True)
+class PhasePace:
+    """One of the host's batches (``PHASES``) priced per instance: what a batch of ``m`` costs."""
+
+    phase: str
+    latency: float  # R: cycles one instance alone spends in this phase, its first message's beats in included
+    busiest: float  # B: the busiest kernel's cycles per instance in this phase
+    bottleneck: str
+    link_in: float  # host_in beats per instance in this phase
+    link_out: float  # host_out beats per instance in this phase
+    dump_after: float | None  # instances into a batch before its first GRADS dump (None: no dump)
+
+    def batch_cycles(self, m: int) -> float:
+        """A batch of ``m`` instances: a pipeline (the first takes R, each further one B), or the
+        host link, whichever is longer (a dump starts once ``dump_after`` instances are in)."""
+        start = min(m, self.dump_after) * self.busiest if self.dump_after is not None else 0.0
+        return max(self.latency + (m - 1) * self.busiest, m * self.link_in, start + m * self.link_out)
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: (round(v, 2) if isinstance(v, float) else v) for k, v in dataclasses.asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class Pace:
+    """Cycles per instance with ``mak`` instances in flight: the host's batches one after the other."""
+
+    mak: int
+    phases: tuple[PhasePace, ...]
+
+    @property
+    def round_trip(self) -> float:
+        """One instance's cycles through the device, forward and back, alone (Little's law: at most
+        ``mak`` such round trips are under way at once)."""
+        return sum(p.latency for p in self.phases)
+
+    @property
+    def cycles_per_instance(self) -> float:
+        return sum(p.batch_cycles(self.mak) for p in self.phases) / self.mak
+
+    def shares(self) -> dict[str, float]:
+        """The cycles of a batch pair by what sets them: ``kernels`` (``mak`` bottleneck
+        intervals), ``in_flight`` (the latency beyond one interval: a pipeline never full) and
+        ``link`` (what the host link adds to a batch beyond its pipeline)."""
+        out = {"kernels": 0.0, "in_flight": 0.0, "link": 0.0}
+        for p in self.phases:
+            pipe = p.latency + (self.mak - 1) * p.busiest
+            out["kernels"] += self.mak * p.busiest
+            out["in_flight"] += max(0.0, p.latency - p.busiest)
+            out["link"] += p.batch_cycles(self.mak) - pipe
+        return out
+
+    def bound(self) -> str:
+        """What binds: the instances in flight (Little's law: a round trip longer than ``mak``
+        times the busiest kernels' intervals), else the host link or the busiest kernels (named),
+        whichever sets more of the cycles."""
+        kernels = sum(p.busiest for p in self.phases)
+        if self.round_trip > self.mak * kernels:
+            return (f"bound by in-flight instances (mak {self.mak}): a round trip of {self.round_trip:,.0f} cycles, "
+                    f"{self.mak} in flight, busiest kernels {kernels:,.0f} cycles per instance: raise --mak")
+        shares = self.shares()
+        if shares["link"] >= shares["kernels"]:
+            return "bound by the host link (GRADS dumps and DATA beats): raise --muf"
+        names = " and ".join(dict.fromkeys(f"{p.bottleneck} ({p.phase})" for p in self.phases))
+        return f"bound by the busiest kernels: {names}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mak": self.mak, "round_trip": round(self.round_trip, 2),
+                "cycles_per_instance": round(self.cycles_per_instance, 2), "bound": self.bound(),
+                "phases": [p.to_json() for p in self.phases]}
+
+
+def pace(design: DeviceDesign, loads: dict[str, Load], n: int, mak: int, options: DeviceOptions | None = None,
+         nodes: Mapping[str, Node] | None = None, modelled: set[str] | None = None) -> Pace:
+    """The ``Pace`` of ``design`` for ``loads`` counted over ``n`` instances, ``mak`` of them in
+    flight; ``options`` and ``nodes`` (the same nodes, another parallelism: a folding candidate)
+    stand in for the design's own. A node not in ``modelled`` (no cycle model) costs its FIFO hops only."""
+    placement = design.placement
+    graph = placement.graph
+    options = options if options is not None else design.options
+    nodes = nodes or {}
+    device = set(placement.device_nodes)
+    modelled = modelled if modelled is not None else device
+    cycles = {ph: dict.fromkeys(device, 0.0) for ph in PHASES}
+    latency = {ph: dict.fromkeys(device, 0.0) for ph in PHASES}
+    grads: dict[str, float] = {}
+    for name in placement.device_nodes:
+        kernel = design.nodes[name]
+        node = nodes.get(name, graph.nodes[name])
+        flag = {"skip_dx": True} if kernel.skip_dx else {}
+        per_port: dict[str, float] = {}
+        for (port, rows), count in loads[name].items():
+            ph = phase_of(port)
+            c = cycle_model(node.kind).message_cycles(node, list(kernel.in_specs), list(kernel.out_specs), options,
+                                                      port, rows, **flag) if name in modelled else 0
+            spec = graph.input_spec(name, int(port[2:])) if ph == "forward" else graph.spec(name, int(port[3:-5]))
+            cycles[ph][name] += count * c / n
+            lat = count * (max(1, c - message_beats(Kind.DATA, rows, spec.width)) + FIFO_HOP) / n
+            per_port[port] = per_port.get(port, 0.0) + lat
+            if port == "out0_grad":
+                grads[name] = grads.get(name, 0.0) + count / n
+        for port, lat in per_port.items():
+            ph = phase_of(port)
+            joins = _joins(node, ph)
+            latency[ph][name] = max(latency[ph][name], lat) if joins else latency[ph][name] + lat
+    link = phase_link_beats(placement, loads, options.muf)
+    dumping = [grads[ch.node] for ch in placement.channels  # type: ignore[index]
+               if ch.edge is None and ch.loss_of is None and ch.node in grads]
+    entering = dict.fromkeys(PHASES, 0.0)  # DATA messages per instance the host sends in each batch
+    for ch in placement.channels:
+        if ch.edge is not None:
+            into = placement.enters_device(ch.edge)
+            node, port = (ch.edge.dst.node, f"in{ch.edge.dst.index}") if into else \
+                (ch.edge.src.node, f"out{ch.edge.src.index}_grad")
+            entering["forward" if into else "backward"] += sum(c for (p, _), c in loads[node].items() if p == port) / n
+    phases = []
+    for ph in PHASES:
+        bottleneck = max(sorted(device), key=cycles[ph].__getitem__)
+        link_in, link_out = link[(ph, "host_in")] / n, link[(ph, "host_out")] / n
+        dump_after = (options.muf / max(dumping)) if ph == "backward" and dumping else None
+        first = link_in / entering[ph] if entering[ph] else 0.0  # the first message's beats: the rest overlap
+        phases.append(PhasePace(ph, _longest_path(placement, latency[ph], ph == "backward", loads, n) + first,
+                                cycles[ph][bottleneck], bottleneck, link_in, link_out, dump_after))
+    return Pace(mak, tuple(phases))
+
+
+def _joins(node: Node, phase: str) -> bool:
+    """Whether the node's messages of ``phase`` on different ports are parts it joins (only the
+    last to arrive is on an instance's path) rather than messages it merges one after another
+    (phi forward, cond backward: each port a message of its own)."""
+    if phase == "forward":
+        return node.n_inputs > 1 and node.kind != "phi"
+    return node.n_outputs > 1 and node.kind != "cond"
+
+
+def _longest_path(placement: Placement, weight: dict[str, float], backward: bool,
+                  loads: dict[str, Load], n: int) -> float:
+    """The heaviest path through the device nodes (edges reversed for the backward batch). A loop
+    entered by one chain per instance (a list: its phi fed once from outside) counts whole, its
+    trips one after another; one entered by ``E`` chains (a tree's leaves) runs them side by side
+    and joins them pairwise, ``1 + log2 E`` trips deep of the ``E`` chains' ``1 / E`` share each,
+    though never less than the work of its busiest kernel, which serves them one at a time."""
+    graph = placement.graph
+    succ: dict[str, list[str]] = {x: [] for x in placement.device_nodes}
+    for e in graph.edges:
+        if e.src.node in succ and e.dst.node in succ:
+            a, b = (e.dst.node, e.src.node) if backward else (e.src.node, e.dst.node)
+            succ[a].append(b)
+    components = strongly_connected(placement.device_nodes, succ)
+    of = {x: i for i, comp in enumerate(components) for x in comp}
+    heaviest: dict[int, float] = {}
+
+    def chains(comp: set[str]) -> float:
+        """Messages per instance entering the loop's phi nodes from outside it."""
+        entering = 0.0
+        for e in graph.edges:
+            if e.dst.node in comp and e.src.node not in comp and graph.nodes[e.dst.node].kind == "phi":
+                entering += sum(c for (port, _), c in loads[e.dst.node].items() if port == f"in{e.dst.index}") / n
+        return max(1.0, entering)
+
+    def own(comp: set[str]) -> float:
+        total = sum(weight[x] for x in comp)
+        if len(comp) == 1:
+            return total
+        e = chains(comp)
+        return max(max(weight[x] for x in comp), total * min(1.0, (1 + math.log2(e)) / e))
+
+    def walk(i: int) -> float:  # the condensation is a DAG of at most 250 nodes
+        if i not in heaviest:
+            after = {of[b] for a in components[i] for b in succ[a] if of[b] != i}
+            heaviest[i] = own(components[i]) + max((walk(j) for j in after), default=0.0)
+        return heaviest[i]
+
+    return max((walk(i) for i in range(len(components))), default=0.0)
 
 
 def safe_in_flight(placement: Placement, inputs: Sequence[Inputs], cache_slots: int) -> int:
@@ -257,8 +476,10 @@ def cycle_report(design: DeviceDesign, board: Board, inputs: Sequence[Inputs], s
         ))
     macs = sum(graph.nodes[nm].parallelism for nm in placement.device_nodes if isinstance(graph.nodes[nm], Linear))
     beats = {k: v / n for k, v in link_beats(placement, loads, options.muf).items()}
+    safe = safe_in_flight(placement, inputs, options.cache_slots)
+    modelled = {x.name for x in nodes if x.modelled}
     return CycleReport(graph.name, board.name, board.clock_mhz, n, tuple(nodes), macs, beats,
-                       board.resources.get("dsp", 0), safe_in_flight(placement, inputs, options.cache_slots))
+                       board.resources.get("dsp", 0), safe, pace(design, loads, n, min(n, safe), modelled=modelled))
 
 
 def _num(x: float) -> str:
@@ -290,11 +511,18 @@ def format_report(r: CycleReport) -> str:
         lines.append("bottleneck: unknown, no device node has a cycle model")
     else:
         lines.append(f"bottleneck{scope}: {b.name} ({b.kind}), {_num(b.cycles)} cycles/instance "  # type: ignore[arg-type]
-                     f"-> {r.instances_per_s:,.0f} instances/s at {r.clock_mhz:g} MHz")
+                     f"-> at most {r.clock_mhz * 1e6 / b.cycles:,.0f} instances/s at {r.clock_mhz:g} MHz")
     if r.link_instances_per_s is not None:
         lines.append(f"host link: {_num(r.link_beats['host_in'])} beats in, {_num(r.link_beats['host_out'])} beats out "
                      f"per instance (GRADS dumps included) -> at one beat a cycle at most "
                      f"{r.link_instances_per_s:,.0f} instances/s")
+    if b is not None:
+        pc = r.pace
+        parts = ", ".join(f"{p.phase} {_num(round(p.latency, 1))}" for p in pc.phases)
+        lines.append(f"latency: one instance's round trip {_num(round(pc.round_trip, 1))} cycles ({parts}); "
+                     f"{pc.mak} in flight, a batch of forwards then one of gradients (the host's turns) -> "
+                     f"{_num(round(r.cycles_per_instance, 1))} cycles/instance -> {r.instances_per_s:,.0f} "  # type: ignore[arg-type]
+                     f"instances/s predicted; {pc.bound()}")
     peak, board_peak = r.dsp_peak, r.board_dsp_peak
     if not r.macs_instantiated:
         lines.append("DSP: no Linear node on the device")
@@ -404,7 +632,8 @@ def format_measured(report: CycleReport, measured: Measured | str) -> str:
     if isinstance(measured, str):
         return f"measured: unavailable: {measured}"
     model = report.cycles_per_instance
-    vs = f" (model: {_num(model)} at the bottleneck)" if model else ""
+    vs = (f" (model: {_num(round(model, 1))}, {model / measured.cycles_per_instance - 1:+.0%}, at "
+          f"{report.pace.mak} in flight)") if model else ""
     return (f"measured (RTL simulation, Verilator): {measured.cycles_per_instance:,.1f} cycles/instance{vs}, "
             f"{measured.instances} instances, {measured.mak} in flight, {measured.cycles:,} cycles "
             f"-> {report.clock_mhz * 1e6 / measured.cycles_per_instance:,.0f} instances/s at {report.clock_mhz:g} MHz "
