@@ -165,3 +165,54 @@ def test_threads_flag_only_for_native(capsys: pytest.CaptureFixture[str]) -> Non
     assert "--threads: only with --backend native" in capsys.readouterr().err
     with pytest.raises(AmpHlsError, match="threads must be a positive integer"):
         api.trainer_for("mlp", config(epochs=1), backend="native", threads=0, splits=small("mlp", 8)[1])
+
+
+def test_threads_stall_fails_with_what_it_waited_for() -> None:
+    """A worker that stops serving (injected) fails the run within the wait timeout, naming the
+    worker and its waiting mail, instead of hanging it."""
+    from amp_hls.native.library import NativeThreadError
+    from amp_hls.native.partition import partition
+
+    spec, splits = small("list-rnn", 40)
+    t = NativeTrainer(spec, config(), splits, threads=2)
+    t.run.set_threads(2, partition(t.graph, 2), timeout=0.3)
+    t.run.inject_stall(1)
+    with pytest.raises(NativeThreadError, match=r"no message was served for [0-9.]+ s .* worker 1 .* mailboxes"):
+        t.train_epoch()
+    with pytest.raises(AmpHlsError, match="no worker 0 to stall"):
+        t.run.inject_stall(0)
+
+
+@pytest.mark.parametrize("model", ["list-rnn", "tree-rnn", "ggsnn-qm9"])
+def test_partition_runs_of_equal_cost(model: str) -> None:
+    """Each worker owns one run of consecutive non-source nodes, and no worker's cost exceeds an
+    even share by more than its largest node."""
+    from amp_hls.ir.nodes import Source
+    from amp_hls.native.partition import node_cost, partition
+
+    g = MODELS[model].build()
+    for threads in (2, 3):
+        owners = partition(g, threads)
+        inner = [w for n, w in zip(g.nodes, owners) if not isinstance(g.nodes[n], Source)]
+        assert inner == sorted(inner) and set(inner) == set(range(threads))
+        load = [0] * threads
+        for n, w in zip(g.nodes, owners):
+            load[w] += node_cost(g, n)
+        biggest = max(node_cost(g, n) for n in g.nodes)
+        assert max(load) <= sum(load) / threads + biggest, (threads, load)
+
+
+@pytest.mark.parametrize("model", ["list-rnn", "ggsnn-qm9"])
+def test_evaluation_native_bit_exact(model: str) -> None:
+    """Evaluation on the native engine: the numpy evaluation's loss and metric (accuracy; the
+    GGSNN's MAE through its records) bit for bit, its keys taken as numpy takes them, and
+    ``api.evaluate`` leaves the trainer's keys alone."""
+    spec, splits = small(model, 48)
+    a, b = Trainer(spec, config(), splits), NativeTrainer(spec, config(), splits)
+    a.train_epoch(), b.train_epoch()
+    assert a.evaluate(splits.val) == b.evaluate(splits.val)
+    assert a.next_key == b.next_key
+    a.train_epoch(), b.train_epoch()  # training goes on after the evaluation's keys
+    assert_same_state(a, b)
+    key = b.next_key
+    assert api.evaluate(b, splits.test) == a.evaluate(splits.test) and b.next_key == key

@@ -125,10 +125,10 @@ def check_flags(args: argparse.Namespace, config: RunConfig | None) -> None:
             raise AmpHlsError(f"{', '.join(flags)}: {why}")
 
     if args.distributed:
-        refuse(["--backend " + args.backend] if args.backend != "cpu" else [],
-               "--distributed trains on the cpu runtime only (each worker is a cpu trainer)")
+        refuse(["--backend " + args.backend] if args.backend not in ("cpu", "native") else [],
+               "--distributed trains on the cpu runtime only, or the native one (each worker a cpu or native trainer)")
         refuse(_given(args, "sync"), "--distributed is asynchronous by design (--sync is the single-process baseline)")
-        refuse(_given(args, "threads"), "only with --backend native, which --distributed does not run")
+        refuse(_given(args, "threads"), "not with --distributed: each native worker runs on one thread")
         refuse(_given(args, "bitstream", "project"), "these are for device backends, not --distributed")
         refuse(_given(args, "log", "tensorboard"), "not written under --distributed: the server's --json "
                "summary holds its validation history")
@@ -177,7 +177,8 @@ def run_train(args: argparse.Namespace) -> int:
     if args.distributed:
         assert train_config is not None
         options: dict[str, Any] = {"checkpoint": args.checkpoint, "resume": args.resume,
-                                   "warm_start": args.warm_start, "json": args.json, "plot": args.plot}
+                                   "warm_start": args.warm_start, "json": args.json, "plot": args.plot,
+                                   "backend": args.backend}
         for key, value in (("n_sync", n_sync), ("worker_timeout", args.worker_timeout),
                            ("eval_every_s", args.eval_every)):
             if value is not None:

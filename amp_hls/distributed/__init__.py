@@ -68,6 +68,7 @@ class DistributedOptions:
     warm_start: Path | None = None
     json: Path | None = None
     plot: Path | None = None
+    backend: str = "cpu"  # the workers' runtime: cpu (numpy) or native (one thread each)
 
 
 def run_distributed(entry: ModelSpec, config: TrainConfig, options: DistributedOptions) -> int:
@@ -158,7 +159,7 @@ def _serve(comm: Any, entry: ModelSpec, config: TrainConfig, options: Distribute
 def _work(comm: Any, entry: ModelSpec, config: TrainConfig, options: DistributedOptions,
           lifeline: Lifeline) -> tuple[int, bool]:
     """Ranks 1..N: train until the server stops us; (exit code, whether MPI_Finalize is safe)."""
-    from .worker import Leave, WorkerTrainer
+    from .worker import Leave, NativeWorkerTrainer, WorkerTrainer
 
     # --mak is the whole job's instances in flight, split over the workers: each worker's
     # in-flight instances see the others' updates too, so W workers at a single trainer's mak
@@ -171,7 +172,8 @@ def _work(comm: Any, entry: ModelSpec, config: TrainConfig, options: Distributed
         if int(rank) == comm.Get_rank():
             fail = float(seconds)
     try:
-        worker = WorkerTrainer(comm, entry, config, fail_after_s=fail,
+        trainer = NativeWorkerTrainer if options.backend == "native" else WorkerTrainer
+        worker = trainer(comm, entry, config, fail_after_s=fail,
                                duplicate_every=int(os.environ.get(DUPLICATE_ENV, "0")),
                                local_updates=os.environ.get(NO_LOCAL_ENV, "") not in ("1", "true", "yes"),
                                max_unconfirmed=int(os.environ.get(MAX_UNCONFIRMED_ENV, max_unconfirmed(options.n_sync))),

@@ -28,6 +28,7 @@ import numpy as np
 from ..datasets import Splits
 from ..kernels import ParamKernel
 from ..models import ModelSpec
+from ..native import NativeTrainer
 from ..runtime.trainer import TrainConfig, Trainer
 from . import FAIL_ENV
 from .keeper import EXIT_SERVER_LOST, EXIT_WORKER_LOST, Lifeline
@@ -252,3 +253,47 @@ class WorkerTrainer(Trainer):
             self._poll()
             time.sleep(1e-2)
         return self.peers_lost
+
+
+class NativeWorkerTrainer(WorkerTrainer, NativeTrainer):
+    """A worker on the native runtime (``--distributed --backend native``), on one thread: the
+    native engine trains the shard and hands each update it would make to ``_apply``, as the
+    cpu worker's engine does (the numpy mirror kernel takes the node's gradients first, the
+    native engine its new weights after); weights from the server go to the native engine as
+    they arrive. The mirror's weights are the native ones at every update: only these two
+    paths change them."""
+
+    backend = "native"
+
+    def __init__(self, comm: Any, entry: ModelSpec, config: TrainConfig, **kw: Any):
+        super().__init__(comm, entry, config, **kw)
+        self.run.set_update_hook(self._native_update)
+
+    def _push_node(self, p: int, kernel: ParamKernel) -> None:
+        """The mirror kernel's weights, gradients and counts into the native engine's node ``p``."""
+        steps = self.run.counters(p)[2]
+        for t in self.run.shapes[kernel.name]:
+            self.run.tensor(p, t, 0)[...] = kernel.params[t]
+            self.run.tensor(p, t, 1)[...] = kernel.grads[t]  # type: ignore[attr-defined]
+        self.run.set_counters(p, kernel.version, kernel.n_grads, steps)
+        self.run.params_changed(p)
+
+    def _poll(self) -> bool:
+        got = super()._poll()
+        if got and hasattr(self, "run"):  # the server's weights, with the gradients gathered so far
+            for p, name in enumerate(self.run.native.param_nodes):
+                kernel = self.engine.kernels[name]
+                for t in self.run.shapes[name]:
+                    kernel.grads[t] = self.run.tensor(p, t, 1).copy()  # type: ignore[attr-defined]
+                kernel.n_grads = self.run.counters(p)[1]  # type: ignore[attr-defined]
+                self._push_node(p, kernel)  # type: ignore[arg-type]
+        return got
+
+    def _native_update(self, p: int) -> None:
+        """Native node ``p`` holds ``muf`` gradients: the cpu worker's update, on the mirror."""
+        kernel = self.engine.kernels[self.run.native.param_nodes[p]]
+        for t in self.run.shapes[kernel.name]:
+            kernel.grads[t] = self.run.tensor(p, t, 1).copy()  # type: ignore[attr-defined]
+        kernel.n_grads = self.run.counters(p)[1]  # type: ignore[attr-defined]
+        self._apply(kernel)  # type: ignore[arg-type]
+        self._push_node(p, kernel)  # type: ignore[arg-type]

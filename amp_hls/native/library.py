@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -23,12 +24,24 @@ from .codegen import NativeGraph, generate
 CXXFLAGS = ("-std=c++17", "-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fPIC", "-shared",
             "-Wall", "-Wextra", "-Werror")
 CACHE_ENV = "AMP_HLS_NATIVE_CACHE"
+# Worker threads: every wait fails the run after WAIT_TIMEOUT_S without progress (no message
+# served anywhere while instances are in flight); an idle worker polls its mailboxes
+# SPIN_ITERATIONS times (a pause each, some microseconds in all) before it sleeps; a mailbox
+# holds MAILBOX_CAPACITY messages (a power of two; more wait with their sender).
+WAIT_TIMEOUT_S = 60.0
+SPIN_ITERATIONS = 4000
+MAILBOX_CAPACITY = 1024
 I64, F64 = ctypes.c_int64, ctypes.c_double
 P = ctypes.c_void_p
 
 
 class NativeBuildError(AmpHlsError):
     """g++ rejected the generated runtime; the message is the compiler's."""
+
+
+class NativeThreadError(AmpHlsError):
+    """The worker threads failed as a whole: no progress within the wait timeout (the message
+    names what was waited for), or a worker that did not stop."""
 
 
 def cache_dir() -> Path:
@@ -68,7 +81,9 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "amp_set_data": (ctypes.c_int, [P, ctypes.c_int, I64, P, P, P, P]),
     "amp_epoch_begin": (None, [P, P, I64]),
     "amp_epoch_run": (I64, [P, I64]),
-    "amp_set_threads": (None, [P, ctypes.c_int, P]),
+    "amp_set_threads": (ctypes.c_int, [P, ctypes.c_int, P, P]),
+    "amp_set_update_hook": (ctypes.c_int, [P, P]),
+    "amp_inject_stall": (ctypes.c_int, [P, ctypes.c_int]),
     "amp_get_next_key": (ctypes.c_uint32, [P]),
     "amp_set_next_key": (None, [P, ctypes.c_uint32]),
     "amp_tensor": (P, [P, ctypes.c_int, ctypes.c_int, ctypes.c_int]),
@@ -86,6 +101,7 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "amp_records_take": (None, [P, ctypes.c_int, P, P, P, P, P, P]),
 }
 _LOADED: dict[Path, ctypes.CDLL] = {}
+_HOOK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)
 
 
 def load(path: Path) -> ctypes.CDLL:
@@ -117,6 +133,8 @@ class NativeRun:
         cfg = np.array([max_batch, muf, mak, sync, train, OPTIMIZERS.index(o.kind), o.lr, o.momentum, o.beta1,
                         o.beta2, o.eps, o.clip if o.clip is not None else 0.0], dtype=np.float64)
         self.handle = self.lib.amp_new(cfg.ctypes.data_as(ctypes.POINTER(F64)))
+        self.hook_error: BaseException | None = None
+        self._hook: object = None
         self.master_dtype = np.float64 if numerics.float_dtype == "float64" else np.float32
         self.grad_dtype = np.int64 if numerics.fixed else self.master_dtype
 
@@ -130,9 +148,15 @@ class NativeRun:
         """``rc``, or the library's error raised as the numpy runtime raises it."""
         if rc >= 0:
             return rc
+        if self.hook_error is not None:
+            exc, self.hook_error = self.hook_error, None
+            raise exc
         message = self.lib.amp_error(self.handle).decode()
-        if self.lib.amp_error_kind(self.handle) == 2:
+        kind = self.lib.amp_error_kind(self.handle)
+        if kind == 2:
             raise NonFiniteError(message, self.lib.amp_error_node(self.handle).decode())
+        if kind == 3:
+            raise NativeThreadError(message)
         raise KernelError(message)
 
     # data and epochs ------------------------------------------------------------------------------
@@ -145,10 +169,39 @@ class NativeRun:
         self.lib.amp_set_data(self.handle, source, len(state_len), _ptr(rows), _ptr(offsets), _ptr(states),
                               _ptr(state_len))
 
-    def set_threads(self, threads: int, owners: list[int]) -> None:
-        """Run epochs on ``threads`` worker threads, node ``i`` owned by ``owners[i]``."""
+    def set_threads(self, threads: int, owners: list[int], timeout: float = WAIT_TIMEOUT_S) -> None:
+        """Run epochs on ``threads`` worker threads, node ``i`` owned by ``owners[i]``; a run
+        that makes no progress for ``timeout`` seconds fails with ``NativeThreadError``."""
+        if not timeout > 0:
+            raise AmpHlsError(f"the worker threads' wait timeout must be positive, got {timeout!r}")
         values = np.asarray(owners, dtype=np.intc)
-        self.lib.amp_set_threads(self.handle, threads, _ptr(values))
+        cfg = np.array([timeout, SPIN_ITERATIONS, MAILBOX_CAPACITY], dtype=np.float64)
+        self.check(self.lib.amp_set_threads(self.handle, threads, _ptr(values), _ptr(cfg)))
+
+    def set_update_hook(self, hook: Callable[[int], None] | None) -> None:
+        """Async training hands each update to ``hook(param)`` instead of the native optimizer
+        (one thread only); what it raises is raised by the ``epoch_run`` it interrupted."""
+        if hook is None:
+            self._hook = None
+            self.check(self.lib.amp_set_update_hook(self.handle, None))
+            return
+
+        def call(param: int) -> int:
+            try:
+                hook(param)
+            except BaseException as exc:  # noqa: BLE001 (kept, and raised past the C++ frames)
+                self.hook_error = exc
+                return 1
+            return 0
+
+        self._hook = _HOOK(call)  # kept alive as long as the library may call it
+        if self.lib.amp_set_update_hook(self.handle, ctypes.cast(self._hook, P)) != 0:
+            raise AmpHlsError("an update hook needs the native runtime on one thread")
+
+    def inject_stall(self, worker: int) -> None:
+        """Fault injection for tests: worker ``worker`` (not 0) stops serving its messages."""
+        if self.lib.amp_inject_stall(self.handle, worker) != 0:
+            raise AmpHlsError(f"no worker {worker} to stall (workers 1.. of a threaded run)")
 
     def epoch_begin(self, order: np.ndarray) -> None:
         order = np.ascontiguousarray(order, dtype=np.int64)
@@ -168,7 +221,9 @@ class NativeRun:
 
     # parameters ---------------------------------------------------------------------------------
     def tensor(self, param: int, name: str, what: int) -> np.ndarray:
-        """A view of node ``param``'s tensor ``name``: 0 masters, 1 gradients, 2 and 3 the moments."""
+        """A view of node ``param``'s tensor ``name``: 0 masters, 1 gradients, 2 and 3 the moments.
+        After writing masters call ``params_changed``, after writing gradients ``set_counters``
+        (the library then forgets its bound on them)."""
         node = self.native.param_nodes[param]
         shape = self.shapes[node][name]
         t = list(self.shapes[node]).index(name)

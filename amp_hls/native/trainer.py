@@ -5,7 +5,8 @@ on one thread (deterministic: the numpy serving order) or on worker threads that
 the same initial weights (the numpy kernels' seeded initialisation), the same shuffles (its
 generator), the same checkpoints (the numpy kernels and optimizer are kept as a mirror of the
 native state and written by ``Trainer.save``), so a checkpoint moves between the two backends.
-Evaluation runs the numpy forward on the native weights; it is outside the training time.
+Evaluation runs forward only on a second native engine with the training weights; it is
+outside the training time.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 
 from ..datasets import Example, Splits
 from ..errors import AmpHlsError
+from ..ir import GraphCore
 from ..kernels.host import LossRecord
 from ..message import MAX_STATE_WORDS, Tag
 from ..models import ModelSpec
@@ -29,8 +31,11 @@ from .library import NativeRun
 from .partition import partition
 
 PROGRESS_CHUNK = 256  # instances per native call when a progress bar is shown
-# One thread unless asked: on this project's 2-core machines two workers ran list-rnn at half
-# the instances/s of one (docs/native.md, Worker threads), and one thread is the bit-exact mode.
+EVAL_WINDOW = 1024  # the numpy evaluation's window and max_batch (Trainer.eval_engine, evaluate)
+# One thread unless asked, not the cores available: on this project's 2-core machine, shared
+# (load average 4-12), two workers with the lock-free mailboxes still ran list-rnn at 0.3-0.8x
+# and mlp at 0.85-1.0x the instances/s of one (docs/native.md, Worker threads: the second worker
+# rarely has a core of its own); and one thread is the bit-exact mode.
 DEFAULT_THREADS = 1
 
 
@@ -46,6 +51,8 @@ class NativeTrainer(Trainer):
         self.engine.on_backward = None  # the numpy engine only mirrors parameters now
         self.run = NativeRun(self.graph, self.numerics, config.optimizer, mak=config.mak, muf=config.muf,
                              sync=config.sync, max_batch=config.max_batch)
+        self.eval_run: NativeRun | None = None  # forward only, made at the first evaluation
+        self._eval_data: Sequence[Example] | None = None
         self.use_threads(threads)
         self._set_data(self.splits.train)
         self._push()
@@ -58,24 +65,8 @@ class NativeTrainer(Trainer):
         self.run.set_threads(threads, partition(self.graph, threads))
 
     def _set_data(self, examples: Sequence[Example]) -> None:
-        """Every example's payload and tag state per source, packed once for the library."""
-        feeds = [self.entry.inputs(e) for e in examples]
-        n = len(examples)
-        for s, name in enumerate(self.run.native.source_nodes):
-            index = self.graph.nodes[name].dtype == "index"  # type: ignore[attr-defined]
-            payloads = [np.asarray(f[name][1]) for f in feeds]
-            if index:  # as the source kernel converts them
-                payloads = [p.astype(np.int64) for p in payloads]
-            offsets = np.zeros(n + 1, dtype=np.int64)
-            offsets[1:] = np.cumsum([p.shape[0] for p in payloads])
-            states = np.zeros((n, MAX_STATE_WORDS), dtype=np.uint16)
-            state_len = np.zeros(n, dtype=np.uint8)
-            for i, f in enumerate(feeds):
-                state = tuple(f[name][0])
-                states[i, : len(state)] = state
-                state_len[i] = len(state)
-            rows = np.concatenate([p.astype(np.float64) for p in payloads], axis=0) if n else np.zeros((0, 1))
-            self.run.set_data(s, rows, offsets, states, state_len)
+        """Every training example's payload and tag state per source, packed once for the library."""
+        _pack(self.entry, self.graph, self.run, examples)
 
     # the native state <-> the numpy mirror ------------------------------------------------------
     def _push(self) -> None:
@@ -131,12 +122,14 @@ class NativeTrainer(Trainer):
         self.next_key = self.run.next_key
         return self.epoch_metrics()
 
-    def epoch_metrics(self) -> tuple[float, float]:
-        """(mean loss, metric) of the instances trained since the last call: ``ModelSpec.score``'s
-        numbers, from the arrays directly where the score is an accuracy (no record objects)."""
+    def epoch_metrics(self, run: NativeRun | None = None) -> tuple[float, float]:
+        """(mean loss, metric) of the instances ``run`` (default: the training run) finished since
+        the last call: ``ModelSpec.score``'s numbers, from the arrays directly where the score is
+        an accuracy (no record objects)."""
+        run = run if run is not None else self.run
         if type(self.entry).score is not ModelSpec.score or self.entry.metric != "accuracy":
-            return self.metrics(self.take_records())
-        taken = [self.run.records(li) for li in range(len(self.run.native.loss_nodes))]
+            return self.metrics(self.take_records(run))
+        taken = [run.records(li) for li in range(len(run.native.loss_nodes))]
         losses = np.concatenate([t[0] for t in taken])
         if not len(losses):
             return float("nan"), float("nan")
@@ -144,12 +137,14 @@ class NativeTrainer(Trainer):
         judged = correct[correct >= 0].astype(bool)
         return float(np.mean(losses)), float(np.mean(judged)) if len(judged) else float("nan")
 
-    def take_records(self) -> list[LossRecord]:
-        """The loss records of the instances trained since the last call, in completion order
-        (their ``tag`` is ``Tag(-1)``: the native records keep no tags, and no score reads them)."""
+    def take_records(self, run: NativeRun | None = None) -> list[LossRecord]:
+        """The loss records of the instances ``run`` (default: the training run) finished since the
+        last call, in completion order (their ``tag`` is ``Tag(-1)``: the native records keep no
+        tags, and no score reads them)."""
+        run = run if run is not None else self.run
         out: list[LossRecord] = []
-        for li, name in enumerate(self.run.native.loss_nodes):
-            loss, correct, rows, pred, target, words = self.run.records(li)
+        for li, name in enumerate(run.native.loss_nodes):
+            loss, correct, rows, pred, target, words = run.records(li)
             pw = self.graph.input_spec(name, 0).width
             tw = self.graph.input_spec(name, 1).width
             ends = np.cumsum(rows)
@@ -163,9 +158,30 @@ class NativeTrainer(Trainer):
                                       words[k : k + 1].copy() if len(words) else None))
         return out
 
-    def evaluate(self, examples: Sequence[Example]) -> Evaluation:
-        self._pull()
-        return super().evaluate(examples)
+    def evaluate(self, examples: Sequence[Example], keep_keys: bool = False) -> Evaluation:
+        """Forward only on the current weights, in a second native engine (train=False, the numpy
+        evaluation's window and batch, one thread: its serving order, so in fixed point its exact
+        loss and metric). Its instances take keys after the training ones as the numpy trainer's
+        do, unless ``keep_keys`` (``api.evaluate``: looking leaves the trainer as it was)."""
+        if self.eval_run is None:
+            self.eval_run = NativeRun(self.graph, self.numerics, self.config.optimizer, mak=EVAL_WINDOW, muf=1,
+                                      sync=False, max_batch=EVAL_WINDOW, train=False)
+        ev = self.eval_run
+        for p, name in enumerate(self.run.native.param_nodes):
+            for t in self.run.shapes[name]:
+                ev.tensor(p, t, 0)[...] = self.run.tensor(p, t, 0)
+            ev.params_changed(p)
+        if self._eval_data is not examples:  # packed once per data set (the validation set every epoch)
+            _pack(self.entry, self.graph, ev, examples)
+            self._eval_data = examples
+        ev.next_key = self.run.next_key
+        ev.epoch_begin(np.arange(len(examples)))
+        if ev.epoch_run(len(examples) + 1) != len(examples):
+            raise AmpHlsError(f"native evaluation finished fewer than its {len(examples)} instances")
+        loss, metric = self.epoch_metrics(ev)
+        if not keep_keys:
+            self.run.next_key = self.next_key = ev.next_key
+        return Evaluation(loss, metric, len(examples))
 
     def parameters(self) -> dict[str, dict[str, np.ndarray]]:
         self._pull()
@@ -216,3 +232,24 @@ class NativeTrainer(Trainer):
             trainer.use_threads(threads)
         trainer._push()
         return trainer
+
+
+def _pack(entry: ModelSpec, graph: GraphCore, run: NativeRun, examples: Sequence[Example]) -> None:
+    """Every example's payload and tag state per source into ``run``, packed once."""
+    feeds = [entry.inputs(e) for e in examples]
+    n = len(examples)
+    for s, name in enumerate(run.native.source_nodes):
+        index = graph.nodes[name].dtype == "index"  # type: ignore[attr-defined]
+        payloads = [np.asarray(f[name][1]) for f in feeds]
+        if index:  # as the source kernel converts them
+            payloads = [p.astype(np.int64) for p in payloads]
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum([p.shape[0] for p in payloads])
+        states = np.zeros((n, MAX_STATE_WORDS), dtype=np.uint16)
+        state_len = np.zeros(n, dtype=np.uint8)
+        for i, f in enumerate(feeds):
+            state = tuple(f[name][0])
+            states[i, : len(state)] = state
+            state_len[i] = len(state)
+        rows = np.concatenate([p.astype(np.float64) for p in payloads], axis=0) if n else np.zeros((0, 1))
+        run.set_data(s, rows, offsets, states, state_len)
