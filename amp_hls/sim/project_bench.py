@@ -80,13 +80,21 @@ def project_setup(root: Path, weights_seed: int | None) -> tuple[Placement, Devi
 
 
 def zoo_instances(graph: GraphCore, n: int, seed: int) -> list[Inputs] | None:
-    """``n`` training examples of the zoo model whose graph ``graph`` is, or None."""
-    doc = graph.to_json()
+    """``n`` training examples of the zoo model whose graph ``graph`` is (at any parallelism: a
+    folded design is still the model), or None."""
+    doc = _unfolded(graph.to_json())
     for entry in MODELS.values():
         model = entry.build()
-        if model.to_json() == doc:
+        if _unfolded(model.to_json()) == doc:
             return [entry.inputs(e) for e in entry.data(seed).train[:n]]
     return None
+
+
+def _unfolded(doc: dict) -> dict:
+    """A graph document without its Linears' parallelism, which folding chooses."""
+    nodes = [{**n, "attrs": {k: v for k, v in n.get("attrs", {}).items() if k != "parallelism"}}
+             for n in doc["nodes"]]
+    return {**doc, "nodes": nodes}
 
 
 def random_instances(graph: GraphCore, n: int, seed: int) -> list[Inputs]:
