@@ -26,10 +26,10 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, Event, First, RisingEdge
 from cocotb.utils import get_sim_time
 
-from amp_hls.sim.project_bench import CaptureDevice, decode_instances, message_doc, project_setup
 from amp_hls.host.runner import HostRunner
 from amp_hls.message import Direction, Message, Tag
 from amp_hls.sim.axis import MessageSink, MessageSource
+from amp_hls.sim.project_bench import CaptureDevice, decode_instances, message_doc, project_setup
 from amp_hls.wire import Kind, WireMessage, encode_beats, pack_header
 
 TIMEOUT_US = float(os.environ.get("AMP_TB_TIMEOUT_US", "200000"))
