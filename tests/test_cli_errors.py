@@ -106,7 +106,9 @@ def test_a_broken_qm9_data_folder_is_one_line(tmp_path, capsys, monkeypatch, dam
 
 def test_sigint_says_what_the_checkpoint_holds_and_leaves_it_whole(tmp_path):
     ckpt = tmp_path / "run.npz"
-    proc = subprocess.Popen([*AMP, "train", "mlp", "--epochs", "200", "--no-target", "--quiet", "--checkpoint",
+    # epochs enough to be training still when the interrupt comes (200 took 16 s: a loaded machine
+    # read the second epoch line after the run had ended)
+    proc = subprocess.Popen([*AMP, "train", "mlp", "--epochs", "100000", "--no-target", "--quiet", "--checkpoint",
                              str(ckpt)], stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     assert proc.stderr is not None
     epochs = 0
