@@ -72,17 +72,20 @@ module amp_tag_table #(
   end
 
   wire [C*SLOTS-1:0] chunk_bits;  // [c * SLOTS + s]: column (c, s) read at chunk c of `tag`
-  genvar c, s;
+  genvar c;
   generate
     for (c = 0; c < C; c = c + 1) begin : g_chunk
       wire [CW-1:0] addr = scrub ? scrub_addr : look[c * CW +: CW];
-      for (s = 0; s < SLOTS; s = s + 1) begin : g_slot
-        reg col [0:(1 << CW) - 1];
-        always @(posedge ap_clk) begin
-          if (we[s]) col[addr] <= wbit[s];
-        end
-        assign chunk_bits[c * SLOTS + s] = col[addr];
+      // the chunk's SLOTS columns as one memory, bit s of a word column (c, s): each bit written
+      // on its own (a per-bit write enable, so still a 2**CW x 1 LUT-RAM per column), and one
+      // array per chunk keeps the simulator's model small
+      reg [SLOTS-1:0] cols [0:(1 << CW) - 1];
+      integer s;
+      always @(posedge ap_clk) begin
+        for (s = 0; s < SLOTS; s = s + 1)
+          if (we[s]) cols[addr][s] <= wbit[s];
       end
+      assign chunk_bits[c * SLOTS +: SLOTS] = cols[addr];
     end
   endgenerate
 
