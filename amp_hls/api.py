@@ -341,6 +341,19 @@ def folds(config: RunConfig | None, fold: bool | None, target_rate: float | None
     return fold or target_rate is not None or (config is not None and "target_rate" in config.device)
 
 
+def _graph_and_pins(model: str | Path | ModelSpec | GraphCore, config: RunConfig | None,
+                    parallelism: Mapping[str, int] | None) -> tuple[GraphCore, dict[str, int]]:
+    """The model's graph with ``config`` applied, and the parallelism pinned by ``config``'s
+    [nodes] and then ``parallelism``."""
+    graph = resolve_graph(model)
+    pinned = {n: a["parallelism"] for n, a in (config.nodes.items() if config is not None else ())
+              if "parallelism" in a}
+    pinned.update(parallelism or {})
+    if config is not None:
+        graph = config.apply(graph)
+    return graph, pinned
+
+
 def fitting_options(model: str | Path | ModelSpec | GraphCore, board: str, options: DeviceOptions, *,
                     config: RunConfig | None = None,
                     parallelism: Mapping[str, int] | None = None) -> tuple[DeviceOptions, int | None]:
@@ -353,12 +366,7 @@ def fitting_options(model: str | Path | ModelSpec | GraphCore, board: str, optio
     from .codegen.boards import load_board
     from .cycles.folding import check_fit, largest_fitting_mak
 
-    graph = resolve_graph(model)
-    pinned = {n: a["parallelism"] for n, a in (config.nodes.items() if config is not None else ())
-              if "parallelism" in a}
-    pinned.update(parallelism or {})
-    if config is not None:
-        graph = config.apply(graph)
+    graph, pinned = _graph_and_pins(model, config, parallelism)
     board_spec = load_board(board)
     mak = options.max_in_flight
     fits = largest_fitting_mak(graph, board_spec, options, pinned)
@@ -412,12 +420,8 @@ def fold_for(model: str | Path | ModelSpec | GraphCore, board: str, *, options: 
     from .cycles.folding import fold, is_static
     from .cycles.report import sample_inputs
 
-    graph = resolve_graph(model)
-    pinned = {n: a["parallelism"] for n, a in (config.nodes.items() if config is not None else ())
-              if "parallelism" in a}
-    pinned.update(parallelism or {})
+    graph, pinned = _graph_and_pins(model, config, parallelism)
     if config is not None:
-        graph = config.apply(graph)
         target_rate = target_rate if target_rate is not None else config.device.get("target_rate")
     options = options if options is not None else device_options(config)
     if is_static(graph):
