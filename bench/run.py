@@ -2,15 +2,17 @@
 
 Machines are shared and noisy, so absolute numbers mean little; every system is measured in the
 same process, on the same data, seed, shuffling order and initial weights, and reported as a
-ratio to its peers. Every system runs single-threaded: numpy's BLAS is limited to one thread
-(threadpoolctl) and torch to one (``torch.set_num_threads(1)``).
+ratio to its peers. numpy's BLAS runs on one thread (threadpoolctl) and torch on one
+(``torch.set_num_threads(1)``), except the ``_2t`` systems: the native runtime on two worker
+threads and PyTorch batched on two intra-op threads. Each ratio takes each side's best thread
+count (``best``); PyTorch eager stays on one (see ``THREADS``).
 
 Systems (``SYSTEMS``): ``amp_async`` (the model's defaults: Adam, its learning rate, mak, muf),
 ``amp_sync`` (minibatches of ``mak`` run to completion, then every node updates), and, for models
 with a PyTorch peer (``bench/torch_peers.py``, the ``bench`` extra), ``torch_eager`` (one instance
 at a time, Python control flow) and ``torch_batched`` (padding/masking, level batching, disjoint
 graph unions); ``amp_native_async`` and ``amp_native_sync`` are the same two modes on the native
-runtime (``--backend native``, docs/native.md) for the models it runs.
+runtime (``--backend native``, docs/native.md) for the models it runs, at 1 and 2 threads.
 
     python -m bench.run --quick                 # < 10 minutes; writes bench/results/quick.json
     python -m bench.run --full                  # 3 seeds, higher epoch caps, medians
@@ -49,9 +51,17 @@ SYSTEMS: dict[str, tuple[str, str]] = {
     "amp_sync": ("amp", "sync"),
     "amp_native_async": ("native", "async"),
     "amp_native_sync": ("native", "sync"),
+    "amp_native_async_2t": ("native", "async"),
+    "amp_native_sync_2t": ("native", "sync"),
     "torch_eager": ("torch", "eager"),
     "torch_batched": ("torch", "batched"),
+    "torch_batched_2t": ("torch", "batched"),
 }
+# Threads per system (1 unless named): the native runtime's worker threads, torch's intra-op
+# threads. PyTorch eager gets no second: each of its ops is one instance's (a one-row product, a
+# few thousand elements at most), too small for torch or its BLAS to split (not measured at 2).
+THREADS = {"amp_native_async_2t": 2, "amp_native_sync_2t": 2, "torch_batched_2t": 2}
+THREAD_SUFFIX = "_2t"  # the 2-thread twin of a system: ratios take the better of the two
 AMP_SYSTEMS = ("amp_async", "amp_sync")
 TORCH_SYSTEMS = ("torch_eager", "torch_batched")
 TORCH_MODELS = ("list-rnn", "tree-rnn", "ggsnn-qm9", "ggsnn-babi15", "ggsnn-babi19")  # with a peer
@@ -67,6 +77,7 @@ NATIVE_RATIOS = {  # ratio key -> (peer system, measure): >1 means amp_native_as
     "native_vs_numpy_time_to_target": ("amp_async", "time_to_target_s"),
     "native_async_vs_sync_instances_per_s": ("amp_native_sync", "instances_per_s"),
     "native_async_vs_sync_time_to_target": ("amp_native_sync", "time_to_target_s"),
+    "native_async_2t_vs_sync_time_to_target": ("amp_native_sync", "time_to_target_s"),
     "native_speedup_vs_torch_eager": ("torch_eager", "time_to_target_s"),
     "native_speedup_vs_torch_batched": ("torch_batched", "time_to_target_s"),
 }
@@ -106,7 +117,8 @@ PLANS = {
 # A run's weight in sharing the deadline: amp_async is what the benchmark is about and the slowest
 # to converge (staleness); torch_eager is the slowest per instance; torch_batched needs seconds.
 DEADLINE_WEIGHTS = {"amp_async": 2.0, "amp_sync": 0.75, "amp_native_async": 0.5, "amp_native_sync": 0.25,
-                    "torch_eager": 1.5, "torch_batched": 0.5}
+                    "amp_native_async_2t": 0.5, "amp_native_sync_2t": 0.25, "torch_eager": 1.5,
+                    "torch_batched": 0.5, "torch_batched_2t": 0.5}
 
 
 class Clock:
@@ -150,7 +162,7 @@ def make_trainer(system: str, entry: ModelSpec, splits: Splits, seed: int, epoch
     if backend == "native":
         from amp_hls.native import NativeTrainer
 
-        return NativeTrainer(entry, config, splits)
+        return NativeTrainer(entry, config, splits, threads=THREADS.get(system, 1))
     from bench.torch_peers import TorchTrainer  # torch only when a torch system runs
 
     return TorchTrainer(entry, config, splits, mode=mode, every=TORCH_EAGER_EVERY,
@@ -160,7 +172,7 @@ def make_trainer(system: str, entry: ModelSpec, splits: Splits, seed: int, epoch
 def system_config(system: str, trainer: TrainerBase) -> dict[str, Any]:
     c = trainer.config
     doc: dict[str, Any] = {"mode": SYSTEMS[system][1], "optimizer": c.optimizer.kind,
-                           "lr": c.optimizer.lr, "clip": c.optimizer.clip}
+                           "lr": c.optimizer.lr, "clip": c.optimizer.clip, "threads": THREADS.get(system, 1)}
     if SYSTEMS[system][0] in ("amp", "native"):
         doc.update(mak=c.mak, muf=c.muf)
     elif SYSTEMS[system][1] == "eager":
@@ -211,7 +223,8 @@ def run_system(system: str, entry: ModelSpec, splits: Splits, seed: int, epochs:
     """Train one system to the target, the cap or the budget; its numbers and validation curve."""
     trainer = make_trainer(system, entry, splits, seed, epochs)
     config = system_config(system, trainer)
-    over_budget, cpu = fit(trainer, budget_s)
+    with torch_threads(THREADS.get(system, 1) if SYSTEMS[system][0] == "torch" else None):
+        over_budget, cpu = fit(trainer, budget_s)
     s = trainer.summary()
     if not s.get("conservation_ok", True):  # a run that lost messages measured something else
         raise AmpHlsError(f"{entry.name} conservation check failed: {s['conservation_problems']}")
@@ -268,6 +281,33 @@ def summarise(runs: list[dict[str, Any]], metric: str, cap: int) -> dict[str, An
     }
 
 
+@contextlib.contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """torch on ``threads`` intra-op threads for one run (None: leave it), then back."""
+    if threads is None:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def best(systems: Mapping[str, Mapping[str, Any]], system: str, measure: str) -> Mapping[str, Any] | None:
+    """``system`` or its 2-thread twin, whichever measured better on ``measure`` (a time: the
+    shorter, a miss counting as infinitely slow; a rate: the higher); None if neither ran."""
+    runs = [systems[s] for s in (system, system + THREAD_SUFFIX) if s in systems]
+    if not runs:
+        return None
+    if "time_to_target" in measure:
+        return min(runs, key=lambda r: math.inf if r.get(measure) is None else r[measure])
+    return max(runs, key=lambda r: r.get(measure) or 0.0)
+
+
 def _ratio_of(num: float | None, den: float | None) -> float | None:
     return num / den if num is not None and den is not None and den > 0 else None
 
@@ -276,6 +316,8 @@ def ratios(systems: Mapping[str, Mapping[str, Any]]) -> dict[str, float | None]:
     """>1 means amp-hls async is better: async/peer instances/s, peer/async time-to-target.
 
     Only pairs measured in this run; a time ratio is None when either side missed the target.
+    A system measured at 1 and 2 threads counts with its better one (``best``), except
+    ``native_async_2t_vs_sync_time_to_target``: native async on 2 threads against native sync.
     """
     out: dict[str, float | None] = {}
     a = systems.get("amp_async")
@@ -287,16 +329,18 @@ def ratios(systems: Mapping[str, Mapping[str, Any]]) -> dict[str, float | None]:
         out[RATIOS[1]] = _ratio_of(s["time_to_target_s"], a["time_to_target_s"])
     for key, (peer, measure) in TORCH_RATIOS.items():
         if peer in systems:
-            p = systems[peer]
             for suffix, m in (("", measure), ("_cpu", f"cpu_{measure}")):
                 if suffix and m not in a:
                     continue
+                p = best(systems, peer, m)
+                assert p is not None
                 out[key + suffix] = (_ratio_of(p.get(m), a.get(m)) if measure == "time_to_target_s"
                                      else _ratio_of(a.get(m), p.get(m)))
-    n = systems.get("amp_native_async")
     for key, (peer, measure) in NATIVE_RATIOS.items():
-        if n is not None and peer in systems:
-            p = systems[peer]
+        n = (systems.get("amp_native_async" + THREAD_SUFFIX) if key.startswith("native_async_2t")
+             else best(systems, "amp_native_async", measure))
+        p = best(systems, peer, measure)
+        if n is not None and p is not None:
             out[key] = (_ratio_of(p[measure], n[measure]) if measure == "time_to_target_s"
                         else _ratio_of(n[measure], p[measure]))
     return out
@@ -344,7 +388,7 @@ def bench_model(name: str, plan: Plan, clock: Clock | None = None) -> dict[str, 
 def machine() -> dict[str, Any]:
     doc = {"cpus": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__,
            "platform": platform.platform(), "processor": platform.processor(),
-           "threads": "1 (numpy BLAS via threadpoolctl; torch.set_num_threads(1))"}
+           "threads": "1 (numpy BLAS via threadpoolctl; torch.set_num_threads(1)); the _2t systems 2"}
     if "torch" in sys.modules:
         doc["torch"] = sys.modules["torch"].__version__
     with contextlib.suppress(OSError):
@@ -382,11 +426,11 @@ def report(name: str, result: Mapping[str, Any]) -> str:
     metric = result.get("metric", "accuracy")
     lines = [f"{name} ({result['dataset']}): target val {metric} {result['target']:g}, "
              f"{'median of ' + str(len(seeds)) + ' seeds' if len(seeds) > 1 else f'seed {seeds[0]}'}",
-             f"  {'system':<14} {'inst/s':>8} {'time-to-target':>15} {'(CPU s)':>9} "
+             f"  {'system':<19} {'inst/s':>8} {'time-to-target':>15} {'(CPU s)':>9} "
              f"{'test ' + _metric_name(result):>14} {'epochs':>7}"]
     for system, s in result["systems"].items():
         cpu = s.get("cpu_time_to_target_s")
-        lines.append(f"  {system:<14} {s['instances_per_s']:>8.0f} "
+        lines.append(f"  {system:<19} {s['instances_per_s']:>8.0f} "
                      f"{_time(s['time_to_target_s'], s['epoch_cap']):>15} "
                      f"{f'{cpu:.1f}' if cpu is not None else '-':>9} "
                      f"{s['test_metric']:>14.4f} {s['epochs']:>7g}")
@@ -400,8 +444,10 @@ def report(name: str, result: Mapping[str, Any]) -> str:
                          f"(CPU time {_ratio(r.get(f'speedup_vs_{peer}_cpu'))}), instances/s "
                          f"{_ratio(r[f'instances_per_s_vs_{peer}'])}  (>1: amp-hls async faster)")
     if "native_vs_numpy_instances_per_s" in r:
-        lines.append(f"  native async: instances/s vs numpy async {_ratio(r['native_vs_numpy_instances_per_s'])}, "
-                     f"time-to-target vs native sync {_ratio(r.get('native_async_vs_sync_time_to_target'))}, "
+        lines.append(f"  native async (best of 1 and 2 threads): instances/s vs numpy async "
+                     f"{_ratio(r['native_vs_numpy_instances_per_s'])}, time-to-target vs native sync "
+                     f"{_ratio(r.get('native_async_vs_sync_time_to_target'))} (2 threads: "
+                     f"{_ratio(r.get('native_async_2t_vs_sync_time_to_target'))}), "
                      f"vs torch eager {_ratio(r.get('native_speedup_vs_torch_eager'))}, "
                      f"vs torch batched {_ratio(r.get('native_speedup_vs_torch_batched'))}  (>1: native async better)")
     missed = [f"{system} ({len(seeds) - s['reached_target_runs']} of {len(seeds)} runs)"
@@ -424,7 +470,7 @@ def plot(name: str, result: Mapping[str, Any], path: Path) -> None:
     label = "validation accuracy" if metric == "accuracy" else f"validation {metric.upper()}" + (
         f" ({unit})" if unit else "")
     plot_curves(curves, path, metric=label, target=result["target"],
-                title=f"{name}: amp-hls vs PyTorch (CPU, 1 thread)")
+                title=f"{name}: amp-hls vs PyTorch (CPU; _2t: 2 threads, else 1)")
 
 
 @contextlib.contextmanager
@@ -481,7 +527,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"models to benchmark (default: {' '.join(DEFAULT_MODELS)})")
     p.add_argument("--systems", nargs="+", choices=list(SYSTEMS),
                    help="systems to run (default: all; the torch ones need the bench extra and "
-                   f"run only on {', '.join(TORCH_MODELS)})")
+                   f"run only on {', '.join(TORCH_MODELS)}; _2t: on two threads)")
     p.add_argument("--out", type=Path, help="JSON to merge into (default bench/results/<plan>.json)")
     p.add_argument("--epochs", type=int, help="override every model's epoch cap")
     p.add_argument("--deadline", type=float, help="seconds for the whole run, shared out among the runs (0: none)")

@@ -1,6 +1,6 @@
 """The native runtime in float: float32 training within rounding of the numpy runtime's, and in
 float64 check mode the accumulated gradients equal to 1e-9 (the same serving order, different
-summation orders inside the matrix products)."""
+summation orders inside the matrix products), in float32 to rounding."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import dataclasses
 import numpy as np
 import pytest
 
+from amp_hls.message import MAX_STATE_WORDS
 from amp_hls.models import MODELS
 from amp_hls.native import NativeTrainer
 from amp_hls.native.library import NativeRun
-from amp_hls.numerics import FLOAT64
+from amp_hls.numerics import FLOAT64, NumericConfig
 from amp_hls.runtime.engine import Engine
 from amp_hls.runtime.optim import OptimizerConfig
 from amp_hls.runtime.trainer import TrainConfig, Trainer
@@ -34,13 +35,20 @@ def test_float32_training_within_rounding() -> None:
             np.testing.assert_allclose(pb[node][t], value, atol=1e-5, err_msg=f"{node}.{t}")
 
 
-def test_float64_gradients_match() -> None:
-    """No update (muf beyond the instances): every gradient the epoch accumulates, per node."""
-    spec = MODELS["list-rnn"]
+@pytest.mark.parametrize(("model", "numerics", "rtol"), [
+    ("list-rnn", FLOAT64, 1e-9),
+    # float32: the register-tiled products (fused multiply-adds) and the vectorised tanh and
+    # sigmoid against numpy's BLAS, exp and tanh (5e-7 apart when measured)
+    ("ggsnn-qm9", NumericConfig("float"), 1e-5),
+])
+def test_gradients_match(model: str, numerics: NumericConfig, rtol: float) -> None:
+    """No update (muf beyond the instances): every gradient the epoch accumulates, per node,
+    within ``rtol`` of numpy's (relative to the tensor's largest gradient)."""
+    spec = MODELS[model]
     graph = spec.build()
     examples = spec.splits(0).train[:40]
-    numpy_engine = Engine(graph, FLOAT64, seed=3)
-    native = NativeRun(graph, FLOAT64, OptimizerConfig(), mak=8, muf=10**6, sync=False, max_batch=256)
+    numpy_engine = Engine(graph, numerics, seed=3)
+    native = NativeRun(graph, numerics, OptimizerConfig(), mak=8, muf=10**6, sync=False, max_batch=256)
     for p, name in enumerate(native.native.param_nodes):
         for t, value in numpy_engine.kernels[name].params.items():  # type: ignore[attr-defined]
             native.tensor(p, t, 0)[...] = value
@@ -49,7 +57,7 @@ def test_float64_gradients_match() -> None:
     for s, name in enumerate(native.native.source_nodes):
         payloads = [np.asarray(f[name][1], dtype=np.float64) for f in feeds]
         offsets = np.concatenate([[0], np.cumsum([len(x) for x in payloads])])
-        states = np.zeros((len(feeds), 4), dtype=np.uint16)
+        states = np.zeros((len(feeds), MAX_STATE_WORDS), dtype=np.uint16)
         for i, f in enumerate(feeds):
             states[i, : len(f[name][0])] = f[name][0]
         native.set_data(s, np.concatenate(payloads), offsets, states, np.array([len(f[name][0]) for f in feeds]))
@@ -60,4 +68,6 @@ def test_float64_gradients_match() -> None:
         numpy_engine.run()
     for p, name in enumerate(native.native.param_nodes):
         for t, grad in numpy_engine.kernels[name].grads.items():  # type: ignore[attr-defined]
-            np.testing.assert_allclose(native.tensor(p, t, 1), grad, rtol=1e-9, atol=1e-9, err_msg=f"{name}.{t}")
+            scale = float(np.max(np.abs(grad)))
+            assert scale > 0, f"{name}.{t}: no gradient reached it"
+            np.testing.assert_allclose(native.tensor(p, t, 1), grad, rtol=rtol, atol=rtol * scale, err_msg=f"{name}.{t}")

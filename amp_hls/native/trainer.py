@@ -26,12 +26,11 @@ from ..kernels.host import LossRecord
 from ..message import MAX_STATE_WORDS, Tag
 from ..models import ModelSpec
 from ..runtime.optim import MOMENTS
-from ..runtime.trainer import Evaluation, TrainConfig, Trainer
+from ..runtime.trainer import EVAL_WINDOW, Evaluation, TrainConfig, Trainer
 from .library import NativeRun
 from .partition import partition
 
 PROGRESS_CHUNK = 256  # instances per native call when a progress bar is shown
-EVAL_WINDOW = 1024  # the numpy evaluation's window and max_batch (Trainer.eval_engine, evaluate)
 # One thread unless asked, not the cores available: on this project's 2-core machine, shared
 # (load average 4-12), two workers with the lock-free mailboxes still ran list-rnn at 0.3-0.8x
 # and mlp at 0.85-1.0x the instances/s of one (docs/native.md, Worker threads: the second worker

@@ -31,6 +31,7 @@ from .optim import Optimizer, OptimizerConfig
 
 CHECKPOINT_VERSION = 3  # 3: no serving-order RNG state (the engine's order is deterministic)
 KEY_SPACE = 1 << 32
+EVAL_WINDOW = 1024  # evaluation: instances in flight and the most messages one kernel call takes
 
 
 @dataclass(frozen=True)
@@ -226,7 +227,7 @@ class Trainer(TrainerBase):
         super().__init__(entry, config, splits)
         self.numerics = config.numeric_config()
         self.engine = Engine(self.graph, self.numerics, seed=config.seed, max_batch=config.max_batch)
-        self.eval_engine = Engine(self.graph, self.numerics, seed=config.seed, train=False, max_batch=1024)
+        self.eval_engine = Engine(self.graph, self.numerics, seed=config.seed, train=False, max_batch=EVAL_WINDOW)
         self.optimizer = Optimizer(config.optimizer)
         self.rng = np.random.default_rng(config.seed + 2)
         self.next_key = 0
@@ -301,7 +302,7 @@ class Trainer(TrainerBase):
         for kernel in self.eval_engine.kernels.values():
             if isinstance(kernel, ParamKernel):
                 kernel.set_params(self.engine.kernels[kernel.name].params)  # type: ignore[attr-defined]
-        self._stream(self.eval_engine, examples, 1024)
+        self._stream(self.eval_engine, examples, EVAL_WINDOW)
         loss, metric = self.metrics(drain_losses(self.eval_engine))
         return Evaluation(loss, metric, len(examples))
 
