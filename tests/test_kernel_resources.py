@@ -2,7 +2,8 @@
 xc7``, ``amp_hls.codegen.estimate``), and that their payload memories map to RAM.
 
 One small generated design holds a split with an unaligned slice (its buffer read through two
-copies), a broadcast, a phi and an isu; each kernel is synthesised alone (top = its module, with
+copies), a broadcast, a phi, an isu and a concat of four 32-wide parts (ggsnn-qm9's prop_msgs at
+``ROWS`` rows: every part starts on a beat); each kernel is synthesised alone (top = its module, with
 ``amp_pkg`` and the library), once, through the estimate's content-hash cache, as is the shared
 ``amp_tag_table`` at the kernels' tag width. Split and broadcast have 8 columns and 4 rows, so
 a part of 2-beat rows at 16 slots (8 Kbit) is large enough for block RAM.
@@ -10,7 +11,10 @@ a part of 2-beat rows at 16 slots (8 Kbit) is large enough for block RAM.
 The target is 1,500 LUT a kernel, the tag table included: split, broadcast, phi and isu are each
 held to it whole. The tag table is a CAM in LUT-RAM (``hw/rtl/amp_tag_table.sv``: 64 x 1 columns
 per 6-bit chunk and slot), held to ``TABLE_LUT_BUDGET`` and a few flip-flops (the used bits and
-the scrub counter; a comparator per entry cost 1,513 LUT / 1,600 FF here). Split's and
+the scrub counter; a comparator per entry cost 1,513 LUT / 1,600 FF here). The concat's row
+buffer is a word memory written and read by index (LUT-RAM), not a bit vector at run-time
+offsets (barrel shifters: 7,844 LUT / 2,602 FF here, 7,816 / 2,604 for ggsnn-qm9's prop_msgs): it is held to
+``CONCAT_LUT_BUDGET``, its flip-flops beyond the table's to fewer than the row buffer's bits. Split's and
 broadcast's payload memories, read synchronously, must take block RAM, and the flip-flops beyond
 the table's must be fewer than the payload bits (nothing of it left in registers).
 """
@@ -34,6 +38,8 @@ TABLE_FF_BUDGET = 64  # its used bits and scrub counter
 ROWS = 4
 SPLIT = (8, (3, 5))  # width, sizes: out1 starts at column 3, inside a beat
 BROADCAST = (8, 2)  # width, copies
+CONCAT = (32, 4)  # part width, parts
+CONCAT_LUT_BUDGET = 2300  # 1,900 measured (16 slots, 4 rows), plus ~20%
 
 
 
@@ -50,6 +56,8 @@ def _graph() -> Graph:
         g.sink(y)
     g.sink(g.phi(g.source("phi_x0", width=4, max_rows=2), g.source("phi_x1", width=4, max_rows=2), name="phi"))
     g.sink(g.isu(g.source("isu_x", width=4, max_rows=2), inc(0, 1), name="isu"))
+    width, parts = CONCAT
+    g.sink(g.concat(*(g.source(f"cat_x{i}", width=width, max_rows=ROWS) for i in range(parts)), name="cat"))
     return g
 
 
@@ -57,7 +65,7 @@ def _graph() -> Graph:
 def estimates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Estimate]:
     """Each kernel's estimate, and the tag table's alone (``"table"``)."""
     root = tmp_path_factory.mktemp("kernel_resources")
-    files = generate_rtl(build_design(_graph(), DeviceOptions(cache_slots=SLOTS)), ["sp", "bc", "phi", "isu"], root)
+    files = generate_rtl(build_design(_graph(), DeviceOptions(cache_slots=SLOTS)), ["sp", "bc", "phi", "isu", "cat"], root)
     out = {name: estimate([files.package, *files.library, path], f"k_{name}") for name, path in files.kernels.items()}
     table = root / "tag_table_top.sv"
     table.write_text(_table_top())
@@ -107,3 +115,12 @@ def test_payload_memories_are_ram(name: str, estimates: dict[str, Estimate]) -> 
     assert est.resources["bram36"] > 0, f"k_{name}: no block RAM ({est.cells})"
     extra_ffs = est.resources["ff"] - estimates["table"].resources["ff"]
     assert extra_ffs < _payload_bits(name), f"k_{name}: {extra_ffs:.0f} flip-flops beyond the table's: payload in registers?"
+
+
+def test_concat_row_buffer_is_word_indexed(estimates: dict[str, Estimate]) -> None:
+    est = estimates["cat"]
+    width, parts = CONCAT
+    row_bits = 64 * parts * beats_per_row(Kind.DATA, width)
+    extra_ffs = est.resources["ff"] - estimates["table"].resources["ff"]
+    assert est.resources["lut"] < CONCAT_LUT_BUDGET, f"k_cat: {est.resources['lut']:.0f} LUT"
+    assert extra_ffs < row_bits, f"k_cat: {extra_ffs:.0f} flip-flops beyond the table's: the row buffer in registers?"

@@ -2,7 +2,9 @@
 
 One graph holds a node of each kind plus the variants whose hardware differs: three inputs (the
 round robin, mul's chained narrowing), inputs with different row limits, concat of widths that
-are not multiples of the four elements a beat holds (parts straddle output beats), rowsum over
+are not multiples of the four elements a beat holds (parts straddle output beats: the row
+buffer's lane-enabled path) and of parts that all start on a beat (its word-indexed path, the
+last part padded, the parts of different beats a row), rowsum over
 one and over several rows. Their kernels, the boundary and ``amp_pkg`` are built once under
 Verilator (``amp_hls.sim.runner``, cached by source hash) in one ``amp_harness``.
 
@@ -28,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from amp_hls.codegen.rtl import HARNESS, generate_rtl
+from amp_hls.codegen.rtl import HARNESS, generate_rtl, render_kernel
 from amp_hls.design import DeviceOptions, build_design
 from amp_hls.ir import Graph
 from amp_hls.kinds import cycle_model, make_kernel
@@ -50,6 +52,7 @@ NODES: dict[str, tuple[str, list[tuple[int, int]]]] = {
     "mul3": ("mul", [(3, 2), (3, 2), (3, 2)]),
     "cat": ("concat", [(6, 3), (5, 3)]),
     "cat3": ("concat", [(3, 2), (4, 2), (2, 2)]),
+    "cat_aligned": ("concat", [(8, 3), (4, 3), (6, 3)]),
     "rsum": ("rowsum", [(6, 4)]),
     "rsum1": ("rowsum", [(3, 1)]),
 }
@@ -220,6 +223,14 @@ def test_cycle_model_within_15_percent(name: str, harness: tuple[Graph, Path], t
             assert abs(expected - measured) <= 0.15 * measured, (
                 f"{name} {port} rows={batch['rows']}: model {expected} cycles, RTL {measured}"
             )
+
+
+@pytest.mark.parametrize(("name", "lane_enabled"), [("cat", True), ("cat3", True), ("cat_aligned", False)])
+def test_concat_cases_take_both_row_buffer_paths(name: str, lane_enabled: bool, harness: tuple[Graph, Path]) -> None:
+    """The bit-exact cases above cover both of concat's row buffers: the word-indexed one where
+    every part starts on a beat, the lane-enabled one (``rb_lane``) where one does not."""
+    g, _ = harness
+    assert ("rb_lane" in render_kernel(build_design(g, OPTIONS), name)) == lane_enabled
 
 
 @pytest.mark.parametrize("name", list(NODES))
