@@ -12,6 +12,7 @@ one message of one row per port and instance for every device node, priced by th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -26,7 +27,7 @@ from cocotb.triggers import ClockCycles, RisingEdge
 
 from amp_hls.cli import main
 from amp_hls.codegen.boards import load_board
-from amp_hls.codegen.project import generate_project
+from amp_hls.codegen.project import generate_project, open_project
 from amp_hls.codegen.rtl import HARNESS, generate_rtl
 from amp_hls.cycles import message_cycles
 from amp_hls.cycles.report import (
@@ -43,7 +44,7 @@ from amp_hls.cycles.report import (
 )
 from amp_hls.design import DeviceOptions, build_design
 from amp_hls.errors import AmpHlsError
-from amp_hls.ir import Graph
+from amp_hls.ir import LIMITS, Graph
 from amp_hls.placement import place
 from amp_hls.runtime.traffic import structural_messages
 
@@ -193,13 +194,21 @@ def test_report_counts_and_prices_mlp(mlp_project: Path) -> None:
         # latency priced: 5 in flight (the measurement's min(instances, safe_in_flight)), a batch of
         # forwards, then one of gradients; each pipelined, the first instance taking the latency:
         # the beats in, then per kernel its message less the beats it reads as they come, plus a hop
+        # (a kernel's cycles without its GRADS dump: the dump is priced on the link)
         pc, cyc = report.pace, {n.name: {p.port: p.cycles for p in n.ports} for n in report.nodes}
+        graph, no_dump = open_project(mlp_project).placement.graph, DeviceOptions(muf=LIMITS.max_muf)
+        bare = {n: message_cycles(graph, n, no_dump, "out0_grad", 1, skip_dx=n == "fc0") for n in cyc}
         fwd, bwd = pc.phases
         assert pc.mak == 5 and (fwd.link_in, fwd.link_out, bwd.link_in) == (18, 5, 5)
         assert fwd.latency == 18 + sum(cyc[n]["in0"] - b + 2 for n, b in (("fc0", 18), ("act0", 10), ("head", 10)))
         assert bwd.latency == 5 + sum(cyc[n]["out0_grad"] - b + 2 for n, b in (("head", 5), ("act0", 10), ("fc0", 10)))
-        assert fwd.busiest == max(c["in0"] for c in cyc.values()) and bwd.dump_after == 4  # muf 4, a gradient each
-        assert bwd.batch_cycles(5) == max(bwd.latency + 4 * bwd.busiest, 4 * bwd.busiest + 5 * bwd.link_out)
+        assert bwd.undumped_latency == 5 + sum(bare[n] - b + 2 for n, b in (("head", 5), ("act0", 10), ("fc0", 10)))
+        assert fwd.busiest == max(c["in0"] for c in cyc.values()) and bwd.busiest == max(c["out0_grad"] for c in cyc.values())
+        assert bwd.undumped == max(bare.values()) < bwd.busiest and fwd.dumps == 0 and fwd.dump_after is None
+        # muf 4, a gradient each: the first dump after 4 of the batch's 5, then the link streams the dumps
+        assert bwd.dump_after == 4 and bwd.dumps == bwd.link_out == report.link_beats["host_out"] - 5
+        first = bwd.undumped_latency + 3 * bwd.undumped
+        assert bwd.first_dump(5) == first and bwd.batch_cycles(5) == max(bwd.latency + 4 * bwd.busiest, first + 5 * bwd.dumps)
         predicted = (fwd.batch_cycles(5) + bwd.batch_cycles(5)) / 5
         assert report.cycles_per_instance == max(predicted, report.bottleneck.cycles, *report.link_beats.values())
         assert report.instances_per_s == 100e6 / report.cycles_per_instance
@@ -329,3 +338,25 @@ def test_a_loop_model_is_measured_at_the_in_flight_its_caches_hold(tmp_path: Pat
 def test_report_needs_a_zoo_model(tmp_path: Path) -> None:
     with pytest.raises(AmpHlsError, match="no zoo model"):
         sample_inputs(_graph(), 2)
+
+
+def test_a_batch_pays_its_dumps_after_the_pipeline_up_to_the_first() -> None:
+    """A batch of gradients: the pipeline (dump stalls in the kernels' cycles), the host link, or
+    the pipeline up to the first dump (dump stalls left out) and then every dump of the batch one
+    beat a cycle, whichever is longest."""
+    from amp_hls.cycles.report import PhasePace
+
+    bwd = PhasePace("backward", latency=110, busiest=80, bottleneck="l", link_in=5, link_out=41, undumped=50,
+                    dumps=40, dump_after=64, undumped_latency=100)
+    assert bwd.first_dump(16) == 100 + 15 * 50 and bwd.first_dump(64) == bwd.first_dump(99) == 100 + 63 * 50
+    assert bwd.batch_cycles(16) == 100 + 15 * 50 + 16 * 40  # the last gradient triggers the dump
+    assert bwd.batch_cycles(1) == 100 + 40
+    early = dataclasses.replace(bwd, busiest=52, dump_after=4)
+    assert early.batch_cycles(16) == 100 + 3 * 50 + 16 * 40  # the link streams dumps from the 4th on
+    stalls = dataclasses.replace(bwd, busiest=400, dump_after=4)
+    assert stalls.batch_cycles(16) == 110 + 15 * 400  # the kernels' dump stalls bind
+    within = dataclasses.replace(bwd, dump_after=0.25)  # a loop's kernel: 4 dumps per instance
+    assert within.first_dump(1) == 25 and within.batch_cycles(1) == max(110, 25 + 40)
+    quiet = dataclasses.replace(bwd, dumps=0.0, dump_after=None, link_out=5)
+    assert quiet.batch_cycles(16) == 110 + 15 * 80
+    assert dataclasses.replace(quiet, link_in=200).batch_cycles(16) == 16 * 200  # the link binds

@@ -3,7 +3,9 @@
 As FINN's SetFolding does for inference, the choice balances the pipeline with the cycle model:
 the device finishes instances at most at the pace of its busiest kernel, so the busiest Linear is
 given more MACs (``parallelism``) until either the target rate is met, the board is full, or the
-bottleneck is a kernel that more MACs cannot speed up (it is named). Each Linear thus ends at the
+bottleneck is a kernel that more MACs cannot speed up (it is named). The busiest is counted
+without its GRADS dumps: a dump streams out one beat a cycle whatever the MACs, and the pace
+prices it on the host link. Each Linear thus ends at the
 least parallelism that keeps it within the bottleneck's pace. Then the gradient-dump period is
 set (if not given) to the shortest within 5% of the best pace: each dump carries a whole weight
 matrix, so at one dump per gradient the link, not the kernels, would bound a folded design.
@@ -213,17 +215,22 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
         raise FitError(_misfit(design, board, margin, pricer.resources(start), over[0], coefficients))
 
     def fold_at(period: int) -> tuple[dict[str, int], dict[str, float], str]:
-        """Raise the busiest Linear's parallelism until something else bounds the pace."""
+        """Raise the busiest Linear's parallelism until something else bounds the pace. The
+        busiest is the one whose cycles without its GRADS dumps are the most: a dump streams one
+        beat a cycle whatever the MACs (the pace prices it on the link), so only the rest is
+        what more MACs shorten."""
         opts = dataclasses.replace(options, muf=period)
+        no_dump = dataclasses.replace(options, muf=LIMITS.max_muf)  # a dump's share below a cycle
         choice = dict(start)
 
-        def price(name: str) -> float:
+        def price(name: str, o: DeviceOptions = opts) -> float:
             node = dataclasses.replace(nodes[name], parallelism=choice[name]) if name in choice else nodes[name]  # type: ignore[type-var]
-            return _node_cycles(design.nodes[name], node, loads[name], opts, n)
+            return _node_cycles(design.nodes[name], node, loads[name], o, n)
 
         cycles = {name: price(name) for name in nodes}
+        bare = {name: price(name, no_dump) for name in nodes}
         while True:
-            slowest = max(cycles, key=cycles.__getitem__)
+            slowest = max(bare, key=bare.__getitem__)
             if target_rate is not None and rate(period, choice, cycles) >= target_rate:
                 return choice, cycles, f"the target rate {target_rate:,.0f} instances/s is met"
             if slowest not in choice or slowest in fixed:
@@ -242,7 +249,7 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
                                         f"{board.name}'s {board.resources.get(r, 0):,}) in use, {slowest} at "
                                         f"parallelism {more[0]} would need {getattr(pricer.total(trial), r) - used:,.0f} more")
             choice = trial
-            cycles[slowest] = price(slowest)
+            cycles[slowest], bare[slowest] = price(slowest), price(slowest, no_dump)
 
     def pace_of(period: int, choice: Mapping[str, int]) -> Pace:
         priced = {name: dataclasses.replace(nodes[name], parallelism=p) for name, p in choice.items()}  # type: ignore[type-var]

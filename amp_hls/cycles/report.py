@@ -16,9 +16,16 @@ gradients. Each batch is a pipeline of ``mak`` instances through the placed grap
 takes the phase's latency ``R`` (the longest path of one instance's messages, each kernel's
 cycles for one message when idle, less the beats it reads while its writer still writes them,
 plus a FIFO hop), each further one the busiest kernel's interval ``B``; the host link is a server
-too (its GRADS dumps start once the first ``muf`` gradients are in). So an instance costs
-``sum over phases of max(R + (mak - 1) B, link) / mak`` cycles: Little's law, ``mak`` instances
-in flight over a round trip of ``R``, bounds the pace whenever ``mak B < R``.
+too. A Linear dumps its GRADS inline: the kernel stalls while the dump streams out, one beat a
+cycle (its cycles, ``R`` and ``B`` count the stall), and the dumps of all kernels take turns on
+``host_out``, so they do not hide behind the pipeline either: a batch's first dump comes once
+``a`` instances are in (``muf`` gradients at the kernel that takes the most), at ``R' + (a - 1)
+B'`` (``R'``, ``B'``: the latency and the busiest kernel with the dump stalls left out; ``a R'``
+when ``a < 1``), and from then on the link streams the batch's dumps, ``D`` beats per instance.
+With ``mak`` dividing ``muf`` the batch's last gradient triggers the dump and nothing runs beside
+it until the device is idle. So an instance costs ``sum over phases of max(R + (mak - 1) B,
+first dump + mak D, link) / mak`` cycles: Little's law, ``mak`` instances in flight over a
+round trip of ``R``, bounds the pace whenever ``mak B < R``.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,7 +43,7 @@ from typing import Any
 from ..codegen.boards import Board
 from ..design import DeviceDesign, DeviceOptions, dx_skipped
 from ..errors import AmpHlsError
-from ..ir import GraphCore, Linear, Node
+from ..ir import LIMITS, GraphCore, Linear, Node
 from ..ir.validate import strongly_connected
 from ..kernels import Kernel
 from ..kinds import cycle_model
@@ -53,6 +61,12 @@ from . import message_cycles
 Load = Counter[tuple[str, int]]  # (input port, rows) -> messages
 FIFO_HOP = 2  # cycles a beat takes through an amp_fifo (hw/rtl/amp_fifo.sv: memory, then the output register)
 PHASES = ("forward", "backward")  # the host's two batches per instance: forwards in, then gradients back
+# Cycles per harness call while measuring. The harness finds a design idle by comparing its state
+# across a quiet cycle, after quiet stretches that double up to 1,024 cycles; a turn that computes
+# long without moving a beat (mlp's gradients: ~1,200 cycles, nothing out) was found idle up to
+# ~1,000 cycles late (simulator time, not the design's). Each call starts the check afresh, so
+# calls of a few cycles find it idle within about as many.
+IDLE_STEP = 8
 
 
 def phase_of(port: str) -> str:
@@ -255,10 +269,19 @@ def phase_link_beats(placement: Placement, loads: dict[str, Load], muf: int) -> 
             shape = ch.spec.shape(Kind.LOSS)
             reports = sum(n for (p, _), n in loads[ch.loss_of].items() if p == "in0")
             beats[("forward", "host_out")] += reports * message_beats(Kind.LOSS, 1, shape.width)
-        else:
+    beats[("backward", "host_out")] += dump_beats(placement, loads, muf)
+    return beats
+
+
+def dump_beats(placement: Placement, loads: dict[str, Load], muf: int) -> float:
+    """GRADS beats through ``host_out`` for ``loads``: each parameter node dumps its whole
+    gradient every ``muf`` gradients it takes."""
+    beats = 0.0
+    for ch in placement.channels:
+        if ch.edge is None and ch.loss_of is None:
             shape = ch.spec.shape(Kind.GRADS)
             grads_in = sum(n for (p, _), n in loads[ch.node].items() if p == "out0_grad")  # type: ignore[index]
-            beats[("backward", "host_out")] += grads_in / muf * message_beats(Kind.GRADS, shape.max_rows, shape.width)
+            beats += grads_in / muf * message_beats(Kind.GRADS, shape.max_rows, shape.width)
     return beats
 
 
@@ -268,17 +291,28 @@ class PhasePace:
 
     phase: str
     latency: float  # R: cycles one instance alone spends in this phase, its first message's beats in included
-    busiest: float  # B: the busiest kernel's cycles per instance in this phase
+    busiest: float  # B: the busiest kernel's cycles per instance in this phase, its GRADS dumps' stalls included
     bottleneck: str
     link_in: float  # host_in beats per instance in this phase
-    link_out: float  # host_out beats per instance in this phase
-    dump_after: float | None  # instances into a batch before its first GRADS dump (None: no dump)
+    link_out: float  # host_out beats per instance in this phase, GRADS dumps included
+    undumped: float  # B': the busiest kernel's cycles per instance in this phase, GRADS dumps left out
+    dumps: float  # D: GRADS beats per instance in this phase (host_out, one a cycle)
+    dump_after: float | None  # a: instances into a batch before its first GRADS dump (None: no dump)
+    undumped_latency: float  # R': the latency with the kernels' dump stalls left out
+
+    def first_dump(self, m: int) -> float:
+        """Cycles into a batch of ``m`` before its first GRADS dump: ``a`` instances into it, at
+        ``R'`` for the first and ``B'`` for each further one (a fraction ``a`` of ``R'`` when the
+        kernel dumps within the first instance, taking many gradients from it)."""
+        a = self.dump_after if self.dump_after is not None else math.inf
+        return self.undumped_latency * min(1.0, a) + (max(1.0, min(m, a)) - 1) * self.undumped
 
     def batch_cycles(self, m: int) -> float:
-        """A batch of ``m`` instances: a pipeline (the first takes R, each further one B), or the
-        host link, whichever is longer (a dump starts once ``dump_after`` instances are in)."""
-        start = min(m, self.dump_after) * self.busiest if self.dump_after is not None else 0.0
-        return max(self.latency + (m - 1) * self.busiest, m * self.link_in, start + m * self.link_out)
+        """A batch of ``m`` instances: a pipeline (the first takes R, each further one B, dump
+        stalls included), the host link, or the pipeline up to the batch's first dump and then
+        every dump of the batch (``m D``) one beat a cycle, whichever is longest."""
+        dumped = self.first_dump(m) + m * self.dumps if self.dump_after is not None else 0.0
+        return max(self.latency + (m - 1) * self.busiest, m * self.link_in, m * self.link_out, dumped)
 
     def to_json(self) -> dict[str, Any]:
         return {k: (round(v, 2) if isinstance(v, float) else v) for k, v in dataclasses.asdict(self).items()}
@@ -303,13 +337,14 @@ class Pace:
 
     def shares(self) -> dict[str, float]:
         """The cycles of a batch pair by what sets them: ``kernels`` (``mak`` bottleneck
-        intervals), ``in_flight`` (the latency beyond one interval: a pipeline never full) and
-        ``link`` (what the host link adds to a batch beyond its pipeline)."""
+        intervals, dumps left out), ``in_flight`` (the latency beyond one interval: a pipeline
+        never full) and ``link`` (what the host link adds to a batch beyond its pipeline: the
+        GRADS dumps, which stall the kernels as they stream out, and DATA beats)."""
         out = {"kernels": 0.0, "in_flight": 0.0, "link": 0.0}
         for p in self.phases:
-            pipe = p.latency + (self.mak - 1) * p.busiest
-            out["kernels"] += self.mak * p.busiest
-            out["in_flight"] += max(0.0, p.latency - p.busiest)
+            pipe = p.latency + (self.mak - 1) * p.undumped
+            out["kernels"] += self.mak * p.undumped
+            out["in_flight"] += max(0.0, p.latency - p.undumped)
             out["link"] += p.batch_cycles(self.mak) - pipe
         return out
 
@@ -342,31 +377,42 @@ def pace(design: DeviceDesign, loads: dict[str, Load], n: int, mak: int, options
     graph = placement.graph
     options = options if options is not None else design.options
     nodes = nodes or {}
+    # the kernels' cycles with their dumps left out (priced as link beats, ``dump_beats``): the
+    # longest dump period a design may have puts a dump's share below a cycle
+    no_dump = dataclasses.replace(options, muf=LIMITS.max_muf)
     device = set(placement.device_nodes)
     modelled = modelled if modelled is not None else device
-    cycles = {ph: dict.fromkeys(device, 0.0) for ph in PHASES}
-    latency = {ph: dict.fromkeys(device, 0.0) for ph in PHASES}
+    cycles = {ph: dict.fromkeys(device, 0.0) for ph in PHASES}  # dump stalls included
+    undumped = {ph: dict.fromkeys(device, 0.0) for ph in PHASES}
+    latency = {ph: dict.fromkeys(device, 0.0) for ph in PHASES}  # dump stalls included
+    bare_latency = {ph: dict.fromkeys(device, 0.0) for ph in PHASES}
     grads: dict[str, float] = {}
     for name in placement.device_nodes:
         kernel = design.nodes[name]
         node = nodes.get(name, graph.nodes[name])
         flag = {"skip_dx": True} if kernel.skip_dx else {}
-        per_port: dict[str, float] = {}
+        per_port: dict[str, tuple[float, float]] = {}  # latency with and without dump stalls
         for (port, rows), count in loads[name].items():
             ph = phase_of(port)
-            c = cycle_model(node.kind).message_cycles(node, list(kernel.in_specs), list(kernel.out_specs), options,
-                                                      port, rows, **flag) if name in modelled else 0
+            c, c0 = (cycle_model(node.kind).message_cycles(node, list(kernel.in_specs), list(kernel.out_specs), o,
+                                                           port, rows, **flag)
+                     if name in modelled else 0 for o in (options, no_dump))
             spec = graph.input_spec(name, int(port[2:])) if ph == "forward" else graph.spec(name, int(port[3:-5]))
             cycles[ph][name] += count * c / n
-            lat = count * (max(1, c - message_beats(Kind.DATA, rows, spec.width)) + FIFO_HOP) / n
-            per_port[port] = per_port.get(port, 0.0) + lat
+            undumped[ph][name] += count * c0 / n
+            beats = message_beats(Kind.DATA, rows, spec.width)
+            lat, lat0 = per_port.get(port, (0.0, 0.0))
+            per_port[port] = (lat + count * (max(1, c - beats) + FIFO_HOP) / n,
+                              lat0 + count * (max(1, c0 - beats) + FIFO_HOP) / n)
             if port == "out0_grad":
                 grads[name] = grads.get(name, 0.0) + count / n
-        for port, lat in per_port.items():
+        for port, (lat, lat0) in per_port.items():
             ph = phase_of(port)
             joins = _joins(node, ph)
-            latency[ph][name] = max(latency[ph][name], lat) if joins else latency[ph][name] + lat
+            for into, x in ((latency, lat), (bare_latency, lat0)):
+                into[ph][name] = max(into[ph][name], x) if joins else into[ph][name] + x
     link = phase_link_beats(placement, loads, options.muf)
+    dumps = {"forward": 0.0, "backward": dump_beats(placement, loads, options.muf) / n}
     dumping = [grads[ch.node] for ch in placement.channels  # type: ignore[index]
                if ch.edge is None and ch.loss_of is None and ch.node in grads]
     entering = dict.fromkeys(PHASES, 0.0)  # DATA messages per instance the host sends in each batch
@@ -382,8 +428,10 @@ def pace(design: DeviceDesign, loads: dict[str, Load], n: int, mak: int, options
         link_in, link_out = link[(ph, "host_in")] / n, link[(ph, "host_out")] / n
         dump_after = (options.muf / max(dumping)) if ph == "backward" and dumping else None
         first = link_in / entering[ph] if entering[ph] else 0.0  # the first message's beats: the rest overlap
-        phases.append(PhasePace(ph, _longest_path(placement, latency[ph], ph == "backward", loads, n) + first,
-                                cycles[ph][bottleneck], bottleneck, link_in, link_out, dump_after))
+        back = ph == "backward"
+        phases.append(PhasePace(ph, _longest_path(placement, latency[ph], back, loads, n) + first,
+                                cycles[ph][bottleneck], bottleneck, link_in, link_out, max(undumped[ph].values()),
+                                dumps[ph], dump_after, _longest_path(placement, bare_latency[ph], back, loads, n) + first))
     return Pace(mak, tuple(phases))
 
 
@@ -575,14 +623,24 @@ def rtlsim_unavailable(root: str | Path) -> str | None:
 def measure_rtlsim(root: str | Path, inputs: Sequence[Inputs], mak: int, seed: int = 0,
                    timeout: float = 600.0) -> Measured:
     """Stream ``inputs`` through the project's design under Verilator (host nodes on numpy,
-    ``mak`` instances in flight, no back-pressure) and count the device's clock cycles. Loading
-    the weights is not counted; the pipeline's fill and drain are, amortised over the stream."""
+    ``mak`` instances in flight, no back-pressure) and count the device's clock cycles, each
+    host turn until the design is idle (found within ``IDLE_STEP`` cycles). Loading the weights
+    is not counted; the pipeline's fill and drain are, amortised over the stream."""
+    from ..host.device import DeviceTimeout
     from ..host.rtlsim import RtlsimDevice
     from ..host.runner import HostRunner
     from ..kernels import ParamKernel
 
     fixed = NumericConfig("fixed")
     device = RtlsimDevice(root)
+
+    def settle(timeout: float) -> None:  # RtlsimDevice.settle, finding idle within IDLE_STEP cycles
+        deadline = time.monotonic() + timeout
+        while not device.run(IDLE_STEP):
+            if time.monotonic() > deadline:
+                raise DeviceTimeout(f"RTL simulation still busy after {timeout} s: {device.cycles} cycles")
+
+    device.settle = settle  # type: ignore[method-assign]
     try:
         graph = device.placement.graph
         runner = HostRunner(device.placement, device, fixed, seed=seed, timeout=timeout)
