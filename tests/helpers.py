@@ -6,6 +6,7 @@ graphs and runners stay in it.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,7 +20,14 @@ from amp_hls.models import Inputs
 from amp_hls.numerics import NumericConfig
 from amp_hls.runtime import Engine
 
-FIXED = NumericConfig("fixed")  # the default fixed point: data Q16.10, weights and grads Q16.12
+FIXED = NumericConfig("fixed")
+
+
+def interruptible() -> None:
+    """A child's ``preexec_fn``: SIGINT back to its default, so Python in the child turns it into
+    KeyboardInterrupt. A suite started in the background by a shell without job control runs
+    with SIGINT ignored, and the child would inherit that and never see the test's Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # the default fixed point: data Q16.10, weights and grads Q16.12
 
 
 def distinct_tags(rng: np.random.Generator, n: int,

@@ -19,6 +19,7 @@ from amp_hls.errors import IRError, escape_controls
 from amp_hls.ir import LIMITS, loads
 from amp_hls.models import MODELS
 from amp_hls.runtime.trainer import Trainer
+from tests.helpers import interruptible
 
 AMP = [sys.executable, "-m", "amp_hls.cli"]
 
@@ -109,7 +110,8 @@ def test_sigint_says_what_the_checkpoint_holds_and_leaves_it_whole(tmp_path):
     # epochs enough to be training still when the interrupt comes (200 took 16 s: a loaded machine
     # read the second epoch line after the run had ended)
     proc = subprocess.Popen([*AMP, "train", "mlp", "--epochs", "100000", "--no-target", "--quiet", "--checkpoint",
-                             str(ckpt)], stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+                             str(ckpt)], stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            preexec_fn=interruptible)
     assert proc.stderr is not None
     epochs = 0
     for line in proc.stderr:  # "epoch N: ..." after each epoch (and its checkpoint)

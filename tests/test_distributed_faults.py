@@ -28,6 +28,7 @@ pytestmark = [pytest.mark.mpi, pytest.mark.skipif(MPIEXEC is None, reason="needs
 
 from amp_hls.distributed.keeper import EXIT_SERVER_LOST, EXIT_WORKER_LOST  # noqa: E402
 from amp_hls.errors import EXIT_BAD_INPUT, EXIT_ERROR  # noqa: E402
+from tests.helpers import interruptible  # noqa: E402
 
 MARKER = "AMP_HLS_TEST_JOB"
 TIMEOUT = 2.0  # --worker-timeout of these jobs
@@ -66,7 +67,8 @@ class Job:
                "--json", str(self.summary_path)]
         self.start = time.monotonic()
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
-                                     env={**os.environ, **(env or {}), MARKER: self.tag})
+                                     env={**os.environ, **(env or {}), MARKER: self.tag},
+                                     preexec_fn=interruptible)
         self.lines: list[tuple[float, str]] = []
         self.cond = threading.Condition()
         self.reader = threading.Thread(target=self._read, daemon=True)

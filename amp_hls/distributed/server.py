@@ -435,13 +435,13 @@ class ParameterServerRank:
         record = EpochRecord(len(self.history) + 1, snapshot_s, float("nan"), float("nan"),
                              val.loss, val.metric, instances)
         self.history.append(record)
-        self.log(f"t={record.wall_s:.1f}s updates={self.version} val_{self.entry.metric}={val.metric:.4f} "
-                 f"({val.count} examples)")
         reached = target is not None and val.count == len(val_set) and self.entry.better(val.metric, target)
         if reached:  # the result is the model that was validated, not what dumps made of it since
             self.params = snapshot
-        if self.checkpoint is not None:
+        if self.checkpoint is not None:  # before the line, so a line seen is a checkpoint written
             self.save(self.checkpoint)
+        self.log(f"t={record.wall_s:.1f}s updates={self.version} val_{self.entry.metric}={val.metric:.4f} "
+                 f"({val.count} examples)")
         return reached
 
     def summary(self, reached: bool) -> dict[str, Any]:
