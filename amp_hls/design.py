@@ -18,7 +18,8 @@ stream ``bwd_<i>`` (``i`` = the edge's index in the graph); every device node wi
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,13 @@ from .wire import Kind, beats_per_row, message_beats
 
 MANIFEST_SCHEMA = "amp-hls.manifest"
 MANIFEST_VERSION = 1
-SMALL_FIFO = 16  # beats of an RTL FIFO whose depth no progress depends on (see fifo_address_bits)
+SMALL_FIFO = 16  # beats of an RTL FIFO whose depth no progress depends on (see deep_streams)
+# The kinds whose RTL kernel writes several output streams beat by beat together: a join's backward
+# sends each gradient beat to every input at once (templates/rtl/kernels/add.sv.j2's g_valid, which
+# mul and concat extend). Every other kernel has one message on its way out at a time (one output
+# register, or the last beat of one left in its register while the next starts). deep_streams'
+# argument depends on this list: a kernel that comes to write outputs together belongs in it.
+LOCKSTEP_GRADIENT_KINDS = frozenset({"add", "mul", "concat"})
 # The depths Xilinx's axis_data_fifo takes (powers of two, PG085): the hls flow's block design
 # puts one on every stream, as deep as the RTL's amp_fifo (board_fifo_depths).
 BOARD_FIFO_MIN, BOARD_FIFO_MAX = 16, 32768
@@ -136,6 +143,7 @@ class StreamLink:
     kind: Kind  # what it carries (DATA, WEIGHTS, GRADS, LOSS)
     width: int
     max_rows: int
+    deep: bool = False  # its FIFO holds every message that can be on it at once (deep_streams)
 
     @property
     def max_message_beats(self) -> int:
@@ -270,18 +278,123 @@ def index_bits(n: int) -> int:
 
 
 def fifo_address_bits(link: StreamLink, options: DeviceOptions) -> int:
-    """Address bits of ``link``'s RTL FIFO (``2**bits`` beats).
-
-    A DATA stream between kernels, or from the demux, holds ``cache_slots`` whole messages: as
-    many as can be on it at once when ``cache_slots`` covers mak times the messages one instance
-    leaves at a node (the sizing rule), so no writer ever waits for room -- the unbounded streams
-    of the C simulation, and its freedom from deadlock, loops included. A stream into the mux
-    drains whenever the host reads host_out, and a WEIGHTS stream's reader never waits for
-    anything but room it always gets: progress does not depend on their depth, and
-    ``SMALL_FIFO`` beats only decouple writer and reader (docs/architecture.md, RTL)."""
-    if link.dst.top == "k_mux" or link.kind is not Kind.DATA:
+    """Address bits of ``link``'s RTL FIFO (``2**bits`` beats): a deep stream (``deep_streams``)
+    holds ``cache_slots`` whole messages, as many as can be on it at once when ``cache_slots``
+    covers mak times the messages one instance leaves at a node (the sizing rule), so its writer
+    never waits for room; every other stream ``SMALL_FIFO`` beats, which only decouple writer and
+    reader (docs/architecture.md, "FIFO depths, and why loops cannot deadlock")."""
+    if not link.deep:
         return index_bits(SMALL_FIFO)
     return index_bits(options.cache_slots * link.max_message_beats)
+
+
+def deep_streams(streams: Sequence[StreamLink], kinds: Mapping[str, str]) -> frozenset[str]:
+    """The streams whose FIFO must hold every message that can be on it at once, so that no set of
+    bounded FIFOs can hang the device; ``kinds`` maps each kernel (``k_<node>``) to its kind.
+
+    The argument. By the sizing rule no tag table is ever full, so a kernel at rest takes a
+    message from any input that offers one (gradients first, never waiting for a particular
+    port), and a kernel waits only in two ways: *for room*, writing a message into a full FIFO
+    (a "full" wait on that stream, towards its reader), or *for data*, part-way through reading a
+    message from an empty FIFO (an "empty" wait, towards its writer). A reader not taking from a
+    full FIFO is itself waiting: for room on one of its outputs, or for data on another input.
+    A writer part-way through a message on an empty FIFO is not waiting for room on it: it waits
+    for data on one of its inputs (it streams the message through), or -- the kinds in
+    ``LOCKSTEP_GRADIENT_KINDS`` -- for room on another output it writes beat by beat together with
+    this one. k_demux streams host_in, which the host writes a whole message at a time; k_mux
+    writes host_out, which the host drains while it writes host_in (every device driver does).
+    If the device hangs, every waiting kernel waits on a waiting kernel, so the waits close a
+    cycle. One of only empty waits cannot be: each kernel on it started its message after the one
+    it reads from started theirs. So it has a full wait, and a deep stream (never full) on it
+    removes it. This function keeps deep just enough DATA streams that no such cycle of waits
+    remains: it starts from all of them (checked: the full waits left, on the WEIGHTS, GRADS and
+    LOSS streams, close no cycle) and makes each shallow in turn, largest messages first, unless
+    that closes a cycle through its own full wait (any new cycle passes through it). Every cycle of the stream graph (a loop, or a forward stream with its
+    gradient stream) is a cycle of full waits, so it keeps a deep stream; so does every cycle a
+    join's gradients close with their empty waits (two gradient paths of one join that meet
+    again upstream)."""
+    waits = _Waits(streams, kinds)
+    shallow = bytearray(len(streams))  # per stream (in order): its FIFO is small
+    for i, link in enumerate(streams):
+        shallow[i] = link.kind is not Kind.DATA
+    cycle = waits.cycle(shallow)
+    if cycle is not None:  # a generator bug (a kernel waiting in a way the argument has no room for)
+        raise AmpHlsError(f"the device can hang even with every DATA stream deep: waits {' -> '.join(cycle)}")
+    for i in sorted(range(len(streams)), key=lambda i: (-streams[i].max_message_beats, streams[i].name)):
+        if not shallow[i]:
+            shallow[i] = 1
+            if waits.cycle_through(i, shallow) is not None:
+                shallow[i] = 0
+    return frozenset(link.name for i, link in enumerate(streams) if not shallow[i])
+
+
+class _Waits:
+    """The waits of ``deep_streams``' argument between the streams of one device, as numbers: the
+    full wait on stream i (its writer waits for room) is i, the empty wait on it (its reader waits
+    for data) is n + i. Each is followed by the waits the kernel that could end it can be in; a
+    full wait exists only on a shallow stream."""
+
+    def __init__(self, streams: Sequence[StreamLink], kinds: Mapping[str, str]) -> None:
+        self.names = [link.name for link in streams]
+        n = len(streams)
+        reads: dict[str, list[int]] = {}
+        writes: dict[str, list[int]] = {}
+        for i, link in enumerate(streams):
+            reads.setdefault(link.dst.top, []).append(i)
+            writes.setdefault(link.src.top, []).append(i)
+        together: dict[int, list[int]] = {}  # stream -> the others its writer writes beat by beat with it
+        for top, out in writes.items():
+            if kinds.get(top) in LOCKSTEP_GRADIENT_KINDS:
+                grads = [i for i in out if streams[i].src.port.endswith("_grad")]
+                for i in grads:
+                    together[i] = [j for j in grads if j != i]
+        self.next: list[list[int]] = []
+        for i, link in enumerate(streams):  # full: its reader waits for room, or for data on another input
+            room = [] if link.dst.top == "k_mux" else writes.get(link.dst.top, [])
+            self.next.append(list(room) + [n + j for j in reads.get(link.dst.top, []) if j != i])
+        for i, link in enumerate(streams):  # empty: its writer, part-way through a message on it
+            if link.src.top == "k_demux":  # host_in, written a whole message at a time
+                self.next.append([])
+            else:  # waits for data on its inputs, or room on the outputs it writes together with this one
+                self.next.append([n + j for j in reads.get(link.src.top, [])] + together.get(i, []))
+
+    def cycle_through(self, start: int, shallow: bytearray) -> list[str] | None:
+        """A cycle of waits through the full wait on stream ``start``, as ``full:s``/``empty:s``
+        steps; None when there is none."""
+        n = len(self.names)
+        parent = [-1] * (2 * n)
+        parent[start] = start
+        todo = [start]
+        while todo:
+            v = todo.pop()
+            for u in self.next[v]:
+                if u < n and not shallow[u]:
+                    continue
+                if u == start:
+                    steps = [v]
+                    while steps[-1] != start:
+                        steps.append(parent[steps[-1]])
+                    return [f"{'full' if w < n else 'empty'}:{self.names[w % n]}" for w in [*reversed(steps), start]]
+                if parent[u] < 0:
+                    parent[u] = v
+                    todo.append(u)
+        return None
+
+    def cycle(self, shallow: bytearray) -> list[str] | None:
+        """A cycle of waits through some full wait, or None."""
+        for i in range(len(self.names)):
+            if shallow[i] and (found := self.cycle_through(i, shallow)) is not None:
+                return found
+        return None
+
+
+def wait_cycle(design: DeviceDesign, deep: set[str] | frozenset[str] | None = None) -> list[str] | None:
+    """A cycle of waits that could hang ``design`` with the streams ``deep`` (default: its own
+    deep ones) deep, or None (``deep_streams``' check, for tests and error messages)."""
+    kinds = {n.top: n.node.kind for n in design.nodes.values()}
+    streams = design.wiring.streams
+    shallow = bytearray(not link.deep if deep is None else link.name not in deep for link in streams)
+    return _Waits(streams, kinds).cycle(shallow)
 
 
 def board_fifo_depth(address_bits: int) -> int:
@@ -350,6 +463,8 @@ def _wiring(graph: GraphCore, placement: Placement) -> Wiring:
         if len(writers[s]) != 1 or len(readers[s]) != 1:  # a generator bug, never user input
             raise AmpHlsError(f"stream {s} has writers {writers[s]} and readers {readers[s]}")
         links.append(StreamLink(s, writers[s][0], readers[s][0], kind, width, max_rows))
+    deep = deep_streams(links, {f"k_{n}": graph.nodes[n].kind for n in placement.device_nodes})
+    links = [replace(link, deep=link.name in deep) for link in links]
     return Wiring(tuple(links), tuple(demux_routes), tuple(mux_routes), kernel_streams)
 
 

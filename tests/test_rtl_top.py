@@ -33,7 +33,7 @@ import pytest
 from amp_hls import cli
 from amp_hls.codegen import rtl
 from amp_hls.codegen.project import generate_project
-from amp_hls.design import SMALL_FIFO, DeviceOptions, build_design, dx_skipped
+from amp_hls.design import SMALL_FIFO, DeviceOptions, build_design, deep_streams, dx_skipped
 from amp_hls.errors import AmpHlsError
 from amp_hls.ir import Graph, GraphCore, save
 from amp_hls.models import MODELS, Inputs
@@ -241,11 +241,15 @@ def test_fifos_hold_every_message_that_can_be_on_them(tmp_path: Path) -> None:
     graph = MODELS["mlp"].build()
     options = DeviceOptions(cache_slots=16)
     design = build_design(graph, options)
+    deep = deep_streams(design.wiring.streams, {n.top: n.node.kind for n in design.nodes.values()})
+    assert deep == {"fwd_1", "fwd_2"}  # one stream of each forward/gradient pair between kernels
     for link in design.wiring.streams:
         capacity = 2 ** design.fifo_address_bits[link.name]
-        if link.dst.top == "k_mux" or link.kind is not Kind.DATA:
+        assert link.deep == (link.name in deep), link.name
+        if not link.deep:
             assert capacity == SMALL_FIFO, link.name
         else:  # every message that can be on it at once
+            assert link.kind is Kind.DATA and link.dst.top != "k_mux", link.name
             need = options.cache_slots * link.max_message_beats
             assert need <= capacity < 2 * need, link.name
 
