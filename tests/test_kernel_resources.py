@@ -28,8 +28,8 @@ from amp_hls.codegen.rtl import generate_rtl
 from amp_hls.design import DeviceOptions, build_design, index_bits
 from amp_hls.ir import Graph
 from amp_hls.ir.nodes import inc
-from amp_hls.wire import TAG_BITS, Kind, beats_per_row
-from tests.helpers import needs_yosys
+from amp_hls.wire import Kind, beats_per_row
+from tests.helpers import needs_yosys, tag_table_top
 
 SLOTS = 16
 LUT_BUDGET = 1500  # the whole kernel
@@ -68,23 +68,9 @@ def estimates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Estimate]:
     files = generate_rtl(build_design(_graph(), DeviceOptions(cache_slots=SLOTS)), ["sp", "bc", "phi", "isu", "cat"], root)
     out = {name: estimate([files.package, *files.library, path], f"k_{name}") for name, path in files.kernels.items()}
     table = root / "tag_table_top.sv"
-    table.write_text(_table_top())
+    table.write_text(tag_table_top("tag_table_top", SLOTS))
     out["table"] = estimate([*(p for p in files.library if p.name == "amp_tag_table.sv"), table], "tag_table_top")
     return out
-
-
-def _table_top() -> str:
-    """amp_tag_table at the kernels' shape: SLOTS entries of {state_len, state, key}."""
-    sb, tw = index_bits(SLOTS), TAG_BITS
-    return f"""module tag_table_top (
-    input wire ap_clk, input wire ap_rst_n, input wire [{tw - 1}:0] tag, output wire hit,
-    output wire [{sb - 1}:0] hit_slot, output wire [{sb - 1}:0] free_slot, output wire full,
-    input wire insert, input wire [{sb - 1}:0] insert_slot, input wire remove, input wire [{sb - 1}:0] remove_slot);
-  amp_tag_table #(.SLOTS({SLOTS}), .SB({sb}), .TW({tw})) t (
-      .ap_clk(ap_clk), .ap_rst_n(ap_rst_n), .tag(tag), .hit(hit), .hit_slot(hit_slot), .free_slot(free_slot),
-      .full(full), .insert(insert), .insert_slot(insert_slot), .remove(remove), .remove_slot(remove_slot));
-endmodule
-"""
 
 
 def _payload_bits(name: str) -> int:

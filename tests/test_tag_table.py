@@ -29,10 +29,12 @@ cocotb = pytest.importorskip("cocotb")
 from cocotb.clock import Clock  # noqa: E402
 from cocotb.triggers import FallingEdge, RisingEdge, Timer  # noqa: E402
 
+from tests.helpers import tag_table_top  # noqa: E402
+
 pytestmark = [pytest.mark.verilator,
               pytest.mark.skipif(not runner.available(), reason="needs cocotb, cocotbext-axi, verilator")]
 
-SLOTS, SB = 8, 3
+SLOTS = 8
 CW = tag_table_chunk_bits()  # the table's chunk bits (its localparam): the scrub takes 2**CW cycles
 SCRUB = 1 << CW
 CHUNKS = -(-TAG_BITS // CW)
@@ -41,20 +43,8 @@ TOP = "tag_table_tb"
 RTL = Path(__file__).resolve().parents[1] / "hw" / "rtl" / "amp_tag_table.sv"
 
 
-def _top() -> str:
-    return f"""module {TOP} (
-    input wire ap_clk, input wire ap_rst_n, input wire [{TAG_BITS - 1}:0] tag, output wire hit,
-    output wire [{SB - 1}:0] hit_slot, output wire [{SB - 1}:0] free_slot, output wire full,
-    input wire insert, input wire [{SB - 1}:0] insert_slot, input wire remove, input wire [{SB - 1}:0] remove_slot);
-  amp_tag_table #(.SLOTS({SLOTS}), .SB({SB}), .TW({TAG_BITS})) t (
-      .ap_clk(ap_clk), .ap_rst_n(ap_rst_n), .tag(tag), .hit(hit), .hit_slot(hit_slot), .free_slot(free_slot),
-      .full(full), .insert(insert), .insert_slot(insert_slot), .remove(remove), .remove_slot(remove_slot));
-endmodule
-"""
-
-
 def test_tag_table_against_model(tmp_path: Path) -> None:
-    (tmp_path / f"{TOP}.sv").write_text(_top())
+    (tmp_path / f"{TOP}.sv").write_text(tag_table_top(TOP, SLOTS))
     build = runner.build([RTL, tmp_path / f"{TOP}.sv"], TOP, tmp_path / "cache")
     runner.run(build, TOP, "tests.test_tag_table", tmp_path / "run", {"AMP_TT_SEED": "7"})
 

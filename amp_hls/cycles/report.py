@@ -33,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -626,7 +625,6 @@ def measure_rtlsim(root: str | Path, inputs: Sequence[Inputs], mak: int, seed: i
     ``mak`` instances in flight, no back-pressure) and count the device's clock cycles, each
     host turn until the design is idle (found within ``IDLE_STEP`` cycles). Loading the weights
     is not counted; the pipeline's fill and drain are, amortised over the stream."""
-    from ..host.device import DeviceTimeout
     from ..host.rtlsim import RtlsimDevice
     from ..host.runner import HostRunner
     from ..kernels import ParamKernel
@@ -634,13 +632,7 @@ def measure_rtlsim(root: str | Path, inputs: Sequence[Inputs], mak: int, seed: i
     fixed = NumericConfig("fixed")
     device = RtlsimDevice(root)
 
-    def settle(timeout: float) -> None:  # RtlsimDevice.settle, finding idle within IDLE_STEP cycles
-        deadline = time.monotonic() + timeout
-        while not device.run(IDLE_STEP):
-            if time.monotonic() > deadline:
-                raise DeviceTimeout(f"RTL simulation still busy after {timeout} s: {device.cycles} cycles")
-
-    device.settle = settle  # type: ignore[method-assign]
+    device.idle_step = IDLE_STEP
     try:
         graph = device.placement.graph
         runner = HostRunner(device.placement, device, fixed, seed=seed, timeout=timeout)
