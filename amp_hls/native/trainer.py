@@ -31,10 +31,10 @@ from .library import NativeRun
 from .partition import partition
 
 PROGRESS_CHUNK = 256  # instances per native call when a progress bar is shown
-# One thread unless asked, not the cores available: on this project's 2-core machine, shared
-# (load average 4-12), two workers with the lock-free mailboxes still ran list-rnn at 0.3-0.8x
-# and mlp at 0.85-1.0x the instances/s of one (docs/native.md, Worker threads: the second worker
-# rarely has a core of its own); and one thread is the bit-exact mode.
+# One thread unless asked, not the cores available: on this project's 2-core machine, quiet,
+# two workers ran native async at 1.18-1.43x one's instances/s on list-rnn, tree-rnn and
+# ggsnn-qm9 but mlp at 0.64x, and native sync at 0.34-1.15x (docs/native.md, Worker threads);
+# and one thread is the bit-exact mode.
 DEFAULT_THREADS = 1
 
 
