@@ -36,6 +36,7 @@ from ..numerics import (
 )
 from ..resources import hw_dir
 from ..wire import (
+    ELEMENT_BITS,
     HEADER_FIELDS,
     STATE_WORD_BITS,
     STATE_WORDS,
@@ -109,6 +110,7 @@ def render_kernel(design: DeviceDesign, name: str) -> str:
         slots=options.cache_slots,
         slot_bits=index_bits(options.cache_slots),
         epb=epb,
+        element_bits=ELEMENT_BITS[Kind.DATA],  # a DATA lane's width, for templates that place lanes by bit
         bpr=bpr,
         col_bits=index_bits(bpr),
         beat_bits=index_bits(spec.max_rows * bpr),
