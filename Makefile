@@ -17,9 +17,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
 	@touch $@
 
-# Everything, g++/Verilator/MPI/torch/Yosys tests included (what .ci/run calls).
+# Everything, g++/Verilator/MPI/torch/Yosys tests included (what .ci/run calls), on TEST_JOBS
+# pytest-xdist workers, each test file on one worker (its module fixtures, Verilator builds
+# among them, are made once); TEST_JOBS=0 runs them in this process. The slowest are listed.
+TEST_JOBS ?= 2
+
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile --durations=25
 
 # The pure-Python tier: no test that needs a tool or runs long (markers in pyproject.toml).
 FAST := not gxx and not verilator and not mpi and not torch and not yosys and not slow
