@@ -42,6 +42,10 @@ from ..runtime.optim import OPTIMIZERS
 NATIVE_KINDS = ("source", "sink", "linear", "activation", "ungroup", "phi", "concat", "split", "broadcast", "add",
                 "mul", "aggregate", "rowsum", "isu", "cond", "loss")
 TEMPLATES = ("amp_native.h", "amp_kernels.h", "amp_run.h", "graph.cpp")
+# Message payload blocks a thread keeps for reuse, per power-of-two size class (amp_native.h's
+# pool); the rest go back to the heap, so a worker that frees more than it allocates keeps at
+# most this much a class (20 classes).
+POOL_CLASS_BYTES = 4 << 20
 
 
 class NativeUnsupported(AmpHlsError):
@@ -191,6 +195,7 @@ def generate(graph: GraphCore, numerics: NumericConfig) -> NativeGraph:
         "master_type": "double" if numerics.float_dtype == "float64" else "float",
         "fixed": numerics.fixed,
         "max_state_words": MAX_STATE_WORDS,
+        "pool_class_bytes": POOL_CLASS_BYTES,
         "max_state_value": MAX_STATE_VALUE,
         "acc_min": ACC_MIN,
         "acc_max": ACC_MAX,
