@@ -6,7 +6,8 @@ then one pipelined loop per pass of ``parallelism`` MACs a cycle, the output bea
 runs. A backward runs two
 loops (dx, then dW; only dW for a Linear fed by a host source, ``skip_dx``: design.skips_dx) and
 every ``muf``-th one dumps G, one 64-bit element a cycle; the dump is shared out over the ``muf``
-messages.
+messages. The dx has left once its loop ends (``passed_cycles``): the dW loop and the dump run
+beside the kernels downstream, so they take the kernel's time but not the gradient's.
 """
 
 from __future__ import annotations
@@ -43,9 +44,27 @@ def message_cycles(node: Linear, in_specs, out_specs, options, port: str, rows: 
     if port == "in0":
         return head + _read(rows, bpr_in, words) + PACK + rows * n_out * words + PIPE_OUT
     if port == "out0_grad":
-        # dx: a word of p results per n_out cycles, leaving as p / 4 beats
-        dx = 0 if skip_dx else rows * words * max(n_out, -(-p // elements_per_beat(Kind.DATA))) + PIPE_OUT
         dw = n_out * words * rows + PIPE
         dump = HEADER_BEATS + n_out * (n_in + int(node.bias)) + 2
-        return round(head + rows * beats_per_row(Kind.DATA, n_out) + dx + dw + dump / options.muf)
+        return round(_dx_passed(node, rows, skip_dx) + dw + dump / options.muf)
     raise AmpHlsError(f"linear node '{node.name}' has no input port {port!r}")
+
+
+def _dx_passed(node: Linear, rows: int, skip_dx: bool) -> int:
+    """A backward message's cycles up to its dx's last beat out: header, state and look-up, the
+    gradient rows in, then the dx loop (a word of p results per n_out cycles, leaving as p / 4
+    beats); without a dx loop (``skip_dx``), up to the gradient read."""
+    p, n_out = node.parallelism, node.out_features
+    words = -(-node.in_features // p)
+    dx = 0 if skip_dx else rows * words * max(n_out, -(-p // elements_per_beat(Kind.DATA))) + PIPE_OUT
+    return HEADER_BEATS + LOOK + rows * beats_per_row(Kind.DATA, n_out) + dx
+
+
+def passed_cycles(node: Linear, in_specs, out_specs, options, port: str, rows: int,  # noqa: ANN001
+                  skip_dx: bool = False) -> int:
+    """Cycles from taking a message on ``port`` to its output's last beat leaving: what the
+    message spends on an instance's path. A backward's dx leaves before the dW loop (and any
+    dump) runs, beside the kernels downstream; one with no dx (``skip_dx``) ends its path."""
+    if port != "out0_grad" or skip_dx:
+        return message_cycles(node, in_specs, out_specs, options, port, rows, skip_dx)
+    return _dx_passed(node, rows, skip_dx)

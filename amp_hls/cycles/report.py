@@ -15,9 +15,11 @@ leave on the next turn, so the device sees a batch of ``mak`` forwards, then a b
 gradients. Each batch is a pipeline of ``mak`` instances through the placed graph: the first
 takes the phase's latency ``R`` (the longest path of one instance's messages, each kernel's
 cycles for one message when idle, less the beats it reads while its writer still writes them,
-plus a FIFO hop), each further one the busiest kernel's interval ``B``; the host link is a server
-too. A Linear dumps its GRADS inline: the kernel stalls while the dump streams out, one beat a
-cycle (its cycles, ``R`` and ``B`` count the stall), and the dumps of all kernels take turns on
+plus a FIFO hop; where an instance sends a kernel several messages, the path waits on all of
+them at one kernel only, its pivot, and its neighbours overlap the rest: ``_longest_path``),
+each further one the busiest kernel's interval ``B``; the host link is a server too. A Linear
+dumps its GRADS inline: the kernel stalls while the dump streams out, one beat a cycle (its
+cycles, ``R`` and ``B`` count the stall), and the dumps of all kernels take turns on
 ``host_out``, so they do not hide behind the pipeline either: a batch's first dump comes once
 ``a`` instances are in (``muf`` gradients at the kernel that takes the most), at ``R' + (a - 1)
 B'`` (``R'``, ``B'``: the latency and the busiest kernel with the dump stalls left out; ``a R'``
@@ -367,6 +369,46 @@ class Pace:
                 "phases": [p.to_json() for p in self.phases]}
 
 
+@dataclass(frozen=True)
+class Stage:
+    """A node's (or a loop's) latency for one instance in one phase, four ways: ``one``, what a
+    message passing through takes up to its output's last beat out (less the beats it reads
+    while its writer still writes them, plus a FIFO hop: the messages before and after it overlap
+    the stages around); ``through``, that for each of the instance's messages, one after another
+    (a chain of loop trips); ``work``, what a path that waits on every message spends there: the
+    first passing through, each further one an interval behind (the stage busy throughout);
+    ``tail``, what a message takes until the kernel is done with it (a Linear's dW loop runs
+    after its dx has left), where a path ends."""
+
+    work: float = 0.0
+    one: float = 0.0
+    through: float = 0.0
+    tail: float = 0.0
+
+    @property
+    def finish(self) -> float:
+        """A path waiting on every message here, up to the kernel done with the last."""
+        return self.work - self.one + self.tail
+
+    @classmethod
+    def of(cls, ports: Sequence[tuple[float, float, float, float]], joins: bool) -> Stage:
+        """From each port's (latency, tail, interval, messages) per instance, summed over its
+        messages: a join's ports carry the parts of one message (only the last to arrive is on
+        the path), a merge's are served one after another."""
+        if not ports:
+            return cls()
+        if joins:
+            return max((cls._port(*p) for p in ports), key=lambda st: (st.work, st.tail))
+        return cls._port(*(sum(x) for x in zip(*ports)))
+
+    @classmethod
+    def _port(cls, latency: float, tail: float, interval: float, messages: float) -> Stage:
+        if messages <= 1:  # a message or less per instance: its share
+            return cls(latency, latency, latency, tail)
+        one = latency / messages
+        return cls(one + interval * (messages - 1) / messages, one, latency, tail / messages)
+
+
 def pace(design: DeviceDesign, loads: dict[str, Load], n: int, mak: int, options: DeviceOptions | None = None,
          nodes: Mapping[str, Node] | None = None, modelled: set[str] | None = None) -> Pace:
     """The ``Pace`` of ``design`` for ``loads`` counted over ``n`` instances, ``mak`` of them in
@@ -383,33 +425,37 @@ def pace(design: DeviceDesign, loads: dict[str, Load], n: int, mak: int, options
     modelled = modelled if modelled is not None else device
     cycles = {ph: dict.fromkeys(device, 0.0) for ph in PHASES}  # dump stalls included
     undumped = {ph: dict.fromkeys(device, 0.0) for ph in PHASES}
-    latency = {ph: dict.fromkeys(device, 0.0) for ph in PHASES}  # dump stalls included
-    bare_latency = {ph: dict.fromkeys(device, 0.0) for ph in PHASES}
+    latency: dict[str, dict[str, Stage]] = {ph: {} for ph in PHASES}  # dump stalls included
+    bare_latency: dict[str, dict[str, Stage]] = {ph: {} for ph in PHASES}
     grads: dict[str, float] = {}
     for name in placement.device_nodes:
         kernel = design.nodes[name]
         node = nodes.get(name, graph.nodes[name])
         flag = {"skip_dx": True} if kernel.skip_dx else {}
-        per_port: dict[str, tuple[float, float]] = {}  # latency with and without dump stalls
+        model = cycle_model(node.kind) if name in modelled else None
+        per_port: dict[str, list[float]] = {}  # per instance, with and without dump stalls: latency, tail
+        # and interval; and messages
         for (port, rows), count in loads[name].items():
             ph = phase_of(port)
-            c, c0 = (cycle_model(node.kind).message_cycles(node, list(kernel.in_specs), list(kernel.out_specs), o,
-                                                           port, rows, **flag)
-                     if name in modelled else 0 for o in (options, no_dump))
+            specs = (node, list(kernel.in_specs), list(kernel.out_specs))
+            c, c0 = (model.message_cycles(*specs, o, port, rows, **flag) if model else 0 for o in (options, no_dump))
+            # up to the output's last beat out (a Linear's dx before its dW loop): what the path waits for
+            out = getattr(model, "passed_cycles", model.message_cycles)(*specs, options, port, rows, **flag) if model else 0
             spec = graph.input_spec(name, int(port[2:])) if ph == "forward" else graph.spec(name, int(port[3:-5]))
             cycles[ph][name] += count * c / n
             undumped[ph][name] += count * c0 / n
             beats = message_beats(Kind.DATA, rows, spec.width)
-            lat, lat0 = per_port.get(port, (0.0, 0.0))
-            per_port[port] = (lat + count * (max(1, c - beats) + FIFO_HOP) / n,
-                              lat0 + count * (max(1, c0 - beats) + FIFO_HOP) / n)
+            acc = per_port.setdefault(port, [0.0] * 7)
+            for k, x in enumerate((_on_path(min(out, c), beats), _on_path(c, beats), c,
+                                   _on_path(min(out, c0), beats), _on_path(c0, beats), c0, 1)):
+                acc[k] += count * x / n
             if port == "out0_grad":
                 grads[name] = grads.get(name, 0.0) + count / n
-        for port, (lat, lat0) in per_port.items():
-            ph = phase_of(port)
+        for ph in PHASES:
+            ports = {p: v for p, v in per_port.items() if phase_of(p) == ph}
             joins = _joins(node, ph)
-            for into, x in ((latency, lat), (bare_latency, lat0)):
-                into[ph][name] = max(into[ph][name], x) if joins else into[ph][name] + x
+            latency[ph][name] = Stage.of([(*v[0:3], v[6]) for v in ports.values()], joins)
+            bare_latency[ph][name] = Stage.of([(*v[3:6], v[6]) for v in ports.values()], joins)
     link = phase_link_beats(placement, loads, options.muf)
     dumps = {"forward": 0.0, "backward": dump_beats(placement, loads, options.muf) / n}
     dumping = [grads[ch.node] for ch in placement.channels  # type: ignore[index]
@@ -434,6 +480,12 @@ def pace(design: DeviceDesign, loads: dict[str, Load], n: int, mak: int, options
     return Pace(mak, tuple(phases))
 
 
+def _on_path(cycles: float, beats: int) -> float:
+    """A message's cycles on an instance's path: less the beats it reads while its writer still
+    writes them, plus the FIFO hop."""
+    return max(1, cycles - beats) + FIFO_HOP
+
+
 def _joins(node: Node, phase: str) -> bool:
     """Whether the node's messages of ``phase`` on different ports are parts it joins (only the
     last to arrive is on an instance's path) rather than messages it merges one after another
@@ -443,13 +495,18 @@ def _joins(node: Node, phase: str) -> bool:
     return node.n_outputs > 1 and node.kind != "cond"
 
 
-def _longest_path(placement: Placement, weight: dict[str, float], backward: bool,
+def _longest_path(placement: Placement, stages: dict[str, Stage], backward: bool,
                   loads: dict[str, Load], n: int) -> float:
-    """The heaviest path through the device nodes (edges reversed for the backward batch). A loop
-    entered by one chain per instance (a list: its phi fed once from outside) counts whole, its
-    trips one after another; one entered by ``E`` chains (a tree's leaves) runs them side by side
-    and joins them pairwise, ``1 + log2 E`` trips deep of the ``E`` chains' ``1 / E`` share each,
-    though never less than the work of its busiest kernel, which serves them one at a time."""
+    """The heaviest path through the device nodes (edges reversed for the backward batch). An
+    instance's messages stream along it, the stages side by side, so a path costs what one
+    message takes at each stage but at its pivot, where it waits on every message (a flow shop's
+    critical path: the first message up to the pivot, all of them through it, the last from
+    there on); the pivot is whichever stage makes that longest. A loop is one stage: entered by
+    one chain per instance (a list: its phi fed once from outside) a message takes every trip,
+    one after another, each trip the longest path through the loop's body; entered by ``E``
+    chains (a tree's leaves) it runs them side by side and joins them pairwise, ``1 + log2 E``
+    trips deep of the ``E`` chains' ``1 / E`` share each; and waits on every message no less
+    than the work of its busiest kernel, which serves them one at a time."""
     graph = placement.graph
     succ: dict[str, list[str]] = {x: [] for x in placement.device_nodes}
     for e in graph.edges:
@@ -458,7 +515,6 @@ def _longest_path(placement: Placement, weight: dict[str, float], backward: bool
             succ[a].append(b)
     components = strongly_connected(placement.device_nodes, succ)
     of = {x: i for i, comp in enumerate(components) for x in comp}
-    heaviest: dict[int, float] = {}
 
     def chains(comp: set[str]) -> float:
         """Messages per instance entering the loop's phi nodes from outside it."""
@@ -468,20 +524,53 @@ def _longest_path(placement: Placement, weight: dict[str, float], backward: bool
                 entering += sum(c for (port, _), c in loads[e.dst.node].items() if port == f"in{e.dst.index}") / n
         return max(1.0, entering)
 
-    def own(comp: set[str]) -> float:
-        total = sum(weight[x] for x in comp)
+    def trips(comp: set[str]) -> float:
+        """The longest path through the loop's body (cut where a trip starts again: its phi
+        nodes' inputs from inside it), each node weighted by its messages one after another: its
+        trips' chain, side branches of a trip side by side. A body still cyclic counts whole."""
+        inner: dict[str, list[str]] = {x: [] for x in comp}
+        for e in graph.edges:
+            if e.src.node in comp and e.dst.node in comp and graph.nodes[e.dst.node].kind != "phi":
+                a, b = (e.dst.node, e.src.node) if backward else (e.src.node, e.dst.node)
+                inner[a].append(b)
+        if any(len(c) > 1 for c in strongly_connected(sorted(comp), inner)):
+            return sum(stages[x].through for x in comp)
+        longest: dict[str, float] = {}
+
+        def down(x: str) -> float:  # recursion as deep as the body is long
+            if x not in longest:
+                longest[x] = stages[x].through + max((down(y) for y in inner[x]), default=0.0)
+            return longest[x]
+
+        return max(down(x) for x in comp)
+
+    def own(comp: set[str]) -> Stage:
         if len(comp) == 1:
-            return total
+            return stages[next(iter(comp))]
         e = chains(comp)
-        return max(max(weight[x] for x in comp), total * min(1.0, (1 + math.log2(e)) / e))
+        chain = trips(comp) * min(1.0, (1 + math.log2(e)) / e)
+        after = max(stages[x].tail - stages[x].one for x in comp)  # the last trip's kernels finishing
+        return Stage(max(max(stages[x].work for x in comp), chain), chain, chain, chain + max(0.0, after))
 
-    def walk(i: int) -> float:  # the condensation is a DAG of at most 250 nodes
-        if i not in heaviest:
-            after = {of[b] for a in components[i] for b in succ[a] if of[b] != i}
-            heaviest[i] = own(components[i]) + max((walk(j) for j in after), default=0.0)
-        return heaviest[i]
+    # the condensation is a DAG of at most 250 nodes; per component, the heaviest path from it
+    # on without a pivot (one message all along) and with one
+    passing: dict[int, float] = {}
+    pivoted: dict[int, float] = {}
 
-    return max((walk(i) for i in range(len(components))), default=0.0)
+    def walk(i: int) -> None:
+        if i in pivoted:
+            return
+        after = {of[b] for a in components[i] for b in succ[a] if of[b] != i}
+        for j in after:
+            walk(j)
+        stage = own(components[i])
+        rest = max((passing[j] for j in after), default=0.0)
+        passing[i] = max(stage.tail, stage.one + rest)
+        pivoted[i] = max(stage.finish, stage.work + rest, stage.one + max((pivoted[j] for j in after), default=0.0))
+
+    for i in range(len(components)):
+        walk(i)
+    return max(pivoted.values(), default=0.0)
 
 
 def safe_in_flight(placement: Placement, inputs: Sequence[Inputs], cache_slots: int) -> int:
