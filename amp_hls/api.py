@@ -491,10 +491,11 @@ def report_json(result: CycleReport, measured: Measured | str | None = None) -> 
     return doc
 
 
-def testbench(project: str | Path, *, instances: int = 8, mak: Sequence[int] = (1, 3), seed: int = 0,
+def testbench(project: str | Path, *, instances: int = 8, mak: Sequence[int] | None = None, seed: int = 0,
               model: str | Path | ModelSpec | None = None) -> list[Path]:
     """Write ``project/tb``: the cocotb bench of the project's RTL and the instances it runs
-    (``model``'s first training examples; default: the zoo model of the graph, or random ones)."""
+    (``model``'s first training examples; default: the zoo model of the graph, or random ones),
+    a run per ``mak`` (default 1 and 3, within what the project's tag caches hold)."""
     from .sim.project_bench import write_testbench
 
     spec = load_model(model) if model is not None else None

@@ -79,8 +79,23 @@ def test_testbench_refuses_a_mak_beyond_the_cache_slots(tmp_path, capsys):
     capsys.readouterr()
     assert main(["testbench", str(out), "--mak", "1", "5"]) == 2
     err = capsys.readouterr().err
-    assert "mak 5 is beyond the project's cache_slots 4" in err and err.count("\n") == 1
+    assert "mak 5 is beyond what the project's 4 cache slots hold for these instances" in err, err
+    assert "at most 4 in flight" in err and err.count("\n") == 1
     assert not (out / "tb").exists()
+
+
+def test_testbench_keeps_its_default_runs_within_what_a_loop_models_caches_hold(tmp_path, capsys):
+    """A list leaves a message per element at its loop's nodes: list-rnn's first 8 examples leave
+    up to 20 at one node, so 40 cache slots hold 2 instances in flight, the default runs are mak
+    1 and 2 (mak 3 would overrun a tag cache and stall: it did on tree-rnn's mak-1 fold), and mak
+    3 given is refused."""
+    out = tmp_path / "p"
+    assert main(["generate", "list-rnn", "-o", str(out), "--cache-slots", "40", "--no-fold"]) == 0
+    capsys.readouterr()
+    assert main(["testbench", str(out), "--mak", "3"]) == 2
+    assert "at most 2 in flight" in capsys.readouterr().err
+    assert main(["testbench", str(out)]) == 0
+    assert "[1, 2]" in (out / "tb" / "test_amp_top.py").read_text()
 
 
 # --- names ---------------------------------------------------------------------------------------

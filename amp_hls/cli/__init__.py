@@ -98,9 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("testbench", help="write a cocotb testbench of a generated project's RTL (pytest DIR/tb)")
     p.add_argument("project", help="directory written by `amp-hls generate`")
     p.add_argument("--instances", type=int, default=8, help="instances per run (default 8)")
-    p.add_argument("--mak", type=int, nargs="+", default=[1, 3],
-                   help="instances in flight, one run each (default 1 3); mak x messages one instance "
-                   "leaves at a node must not exceed the project's --cache-slots")
+    p.add_argument("--mak", type=int, nargs="+",
+                   help="instances in flight, one run each (default 1 3, each lowered to what the "
+                   "project's tag caches hold); mak x messages one instance leaves at a node must not "
+                   "exceed the project's --cache-slots")
     p.add_argument("--seed", type=int, default=0)
     add_model_option(p)
     p.set_defaults(func=cmd_testbench)

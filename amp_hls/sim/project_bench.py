@@ -44,6 +44,7 @@ from ..placement import Placement
 from ..resources import templates_dir
 from ..runtime import Engine
 from ..runtime.check import sample_instances
+from ..runtime.traffic import messages_per_instance
 from ..wire import Kind, WireMessage
 from .runner import RtlTestFailure, build, run
 
@@ -300,21 +301,33 @@ def check_errors(root: str | Path, work_dir: Path, cache_dir: Path) -> dict[str,
 # --- writing the testbench ------------------------------------------------------------------------
 
 
-def write_testbench(root: str | Path, instances: int = 8, mak: Sequence[int] = (1, 3), seed: int = 0,
+DEFAULT_MAK = (1, 3)  # a testbench's runs: one instance at a time, then several in flight
+
+
+def write_testbench(root: str | Path, instances: int = 8, mak: Sequence[int] | None = None, seed: int = 0,
                     model: ModelSpec | None = None) -> list[Path]:
     """Write ``root/tb``: the cocotb bench, the instances it runs (``instances.json``: those of
-    ``model``, else as ``instances_for`` finds them) and a pytest file (``pytest root/tb``)."""
+    ``model``, else as ``instances_for`` finds them) and a pytest file (``pytest root/tb``).
+    ``mak``: a run per entry; by default ``DEFAULT_MAK``, each lowered to what the project's tag
+    caches hold for these instances (a design folded for mak 1 runs 1 only); a given one beyond
+    that is refused, since the run would overrun a cache and stall."""
     root = Path(root)
-    if instances < 1 or min(mak, default=0) < 1:
+    if instances < 1 or (mak is not None and min(mak, default=0) < 1):
         raise AmpHlsError("a testbench needs at least one instance and every mak at least 1")
     top, _ = rtl_sources(root)  # no RTL, no testbench: fails before anything is written
     project = open_project(root)
     graph = project.placement.graph
     slots = project.options.cache_slots
-    if max(mak) > slots:  # each instance in flight takes a tag-table entry in every caching kernel
-        raise AmpHlsError(f"mak {max(mak)} is beyond the project's cache_slots {slots}: "
-                          f"keep every --mak within it (or regenerate with more --cache-slots)")
     inputs = instances_for(graph, instances, seed, model)  # a graph it cannot feed fails now
+    # the sizing rule: mak x the most messages one instance leaves at a node within cache_slots
+    per = messages_per_instance(graph, project.placement.device_nodes, inputs)
+    most = max(1, slots // per)
+    if mak is None:
+        mak = sorted({min(m, most) for m in DEFAULT_MAK})
+    elif max(mak) > most:
+        raise AmpHlsError(f"mak {max(mak)} is beyond what the project's {slots} cache slots hold for these "
+                          f"instances ({per} messages an instance at one node: at most {most} in flight); "
+                          f"keep every --mak within it, or regenerate with more --cache-slots")
     tb = root / TB_DIR
     tb.mkdir(exist_ok=True)
     bench = tb / f"{BENCH}.py"
