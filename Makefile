@@ -17,10 +17,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
 	@touch $@
 
-# Everything, g++/Verilator/MPI/torch/Yosys tests included (what .ci/run calls), on TEST_JOBS
-# pytest-xdist workers, each test file on one worker (its module fixtures, Verilator builds
-# among them, are made once); TEST_JOBS=0 runs them in this process. The slowest are listed.
-TEST_JOBS ?= 2
+# Everything, g++/Verilator/MPI/torch/Yosys tests included (what .ci/run calls); the slowest
+# are listed. TEST_JOBS=N spreads the test files over N pytest-xdist workers (each file on one,
+# so its module fixtures, Verilator builds among them, are made once). The default is none: on
+# this project's 2-CPU machines two workers took as long as one process (21.5 min, the Verilator
+# builds already use both CPUs) and put the timing-sensitive tests under more contention.
+TEST_JOBS ?= 0
 
 test: setup
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile --durations=25
