@@ -20,8 +20,9 @@ $(STAMP): pyproject.toml
 # Everything, g++/Verilator/MPI/torch/Yosys tests included (what .ci/run calls); the slowest
 # are listed. TEST_JOBS=N spreads the test files over N pytest-xdist workers (each file on one,
 # so its module fixtures, Verilator builds among them, are made once). The default is none: on
-# this project's 2-CPU machines two workers took as long as one process (21.5 min, the Verilator
-# builds already use both CPUs) and put the timing-sensitive tests under more contention.
+# this project's 2-CPU machines two workers gained little (21.5 min against one process's 23.3,
+# the Verilator builds already use both CPUs) and put the timing-sensitive tests (MPI, SIGINT,
+# worker timeouts) under more contention.
 TEST_JOBS ?= 0
 
 test: setup
