@@ -440,7 +440,8 @@ def pace(design: DeviceDesign, loads: dict[str, Load], n: int, mak: int, options
             specs = (node, list(kernel.in_specs), list(kernel.out_specs))
             c, c0 = (model.message_cycles(*specs, o, port, rows, **flag) if model else 0 for o in (options, no_dump))
             # up to the output's last beat out (a Linear's dx before its dW loop): what the path waits for
-            out = getattr(model, "passed_cycles", model.message_cycles)(*specs, options, port, rows, **flag) if model else 0
+            passed = getattr(model, "passed_cycles", None)  # only a Linear's differs from its cycles
+            out = passed(*specs, options, port, rows, **flag) if passed else c
             spec = graph.input_spec(name, int(port[2:])) if ph == "forward" else graph.spec(name, int(port[3:-5]))
             cycles[ph][name] += count * c / n
             undumped[ph][name] += count * c0 / n

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..codegen.jinja import environment
 from ..codegen.project import open_project, project_rtl
+from ..cycles.report import safe_in_flight
 from ..design import DeviceOptions
 from ..errors import AmpHlsError
 from ..host.cpu import CpuDevice
@@ -319,12 +320,11 @@ def write_testbench(root: str | Path, instances: int = 8, mak: Sequence[int] | N
     graph = project.placement.graph
     slots = project.options.cache_slots
     inputs = instances_for(graph, instances, seed, model)  # a graph it cannot feed fails now
-    # the sizing rule: mak x the most messages one instance leaves at a node within cache_slots
-    per = messages_per_instance(graph, project.placement.device_nodes, inputs)
-    most = max(1, slots // per)
+    most = safe_in_flight(project.placement, inputs, slots)  # the sizing rule the report keeps to
     if mak is None:
         mak = sorted({min(m, most) for m in DEFAULT_MAK})
     elif max(mak) > most:
+        per = messages_per_instance(graph, project.placement.device_nodes, inputs)
         raise AmpHlsError(f"mak {max(mak)} is beyond what the project's {slots} cache slots hold for these "
                           f"instances ({per} messages an instance at one node: at most {most} in flight); "
                           f"keep every --mak within it, or regenerate with more --cache-slots")
