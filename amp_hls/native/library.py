@@ -93,6 +93,7 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "amp_staleness": (I64, [P, ctypes.c_int, P, I64]),
     "amp_saturations": (ctypes.POINTER(I64), [P]),
     "amp_counts": (ctypes.POINTER(I64), [P]),
+    "amp_node_ticks": (ctypes.POINTER(I64), [P]),
     "amp_pending": (I64, [P, ctypes.c_int]),
     "amp_waiting": (I64, [P]),
     "amp_active": (I64, [P]),
@@ -134,6 +135,7 @@ class NativeRun:
                         o.beta2, o.eps, o.clip if o.clip is not None else 0.0], dtype=np.float64)
         self.handle = self.lib.amp_new(cfg.ctypes.data_as(ctypes.POINTER(F64)))
         self.hook_error: BaseException | None = None
+        self.wait_timeout = WAIT_TIMEOUT_S
         self._hook: object = None
         self.master_dtype = np.float64 if numerics.float_dtype == "float64" else np.float32
         self.grad_dtype = np.int64 if numerics.fixed else self.master_dtype
@@ -169,11 +171,14 @@ class NativeRun:
         self.lib.amp_set_data(self.handle, source, len(state_len), _ptr(rows), _ptr(offsets), _ptr(states),
                               _ptr(state_len))
 
-    def set_threads(self, threads: int, owners: list[int], timeout: float = WAIT_TIMEOUT_S) -> None:
-        """Run epochs on ``threads`` worker threads, node ``i`` owned by ``owners[i]``; a run
-        that makes no progress for ``timeout`` seconds fails with ``NativeThreadError``."""
+    def set_threads(self, threads: int, owners: list[int], timeout: float | None = None) -> None:
+        """Run epochs on ``threads`` worker threads, node ``i`` owned by ``owners[i]`` (between
+        epochs only); a run that makes no progress for ``timeout`` seconds (default: the last
+        one given, at first ``WAIT_TIMEOUT_S``) fails with ``NativeThreadError``."""
+        timeout = self.wait_timeout if timeout is None else timeout
         if not timeout > 0:
             raise AmpHlsError(f"the worker threads' wait timeout must be positive, got {timeout!r}")
+        self.wait_timeout = timeout
         values = np.asarray(owners, dtype=np.intc)
         cfg = np.array([timeout, SPIN_ITERATIONS, MAILBOX_CAPACITY], dtype=np.float64)
         self.check(self.lib.amp_set_threads(self.handle, threads, _ptr(values), _ptr(cfg)))
@@ -260,6 +265,12 @@ class NativeRun:
     def node_counts(self) -> np.ndarray:
         """Per node: forward in, forward out, backward in, backward out."""
         return np.ctypeslib.as_array(self.lib.amp_counts(self.handle), (len(self.native.nodes), 4)).copy()
+
+    def node_ticks(self) -> np.ndarray:
+        """Per node: the time spent on it so far, in clock ticks (the time-stamp counter on x86):
+        its steps (taking the batch, the kernel call, the optimizer step it triggers, routing what
+        it emitted), for a source making its messages; the measured cost the partition weighs."""
+        return np.ctypeslib.as_array(self.lib.amp_node_ticks(self.handle), (len(self.native.nodes),)).copy()
 
     def pending(self, node: int) -> int:
         return int(self.lib.amp_pending(self.handle, node))

@@ -61,7 +61,23 @@ class NativeTrainer(Trainer):
         if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
             raise AmpHlsError(f"threads must be a positive integer, got {threads!r}")
         self.threads = threads
-        self.run.set_threads(threads, partition(self.graph, threads))
+        self.set_owners(partition(self.graph, threads, self.run.node_ticks()))
+
+    def set_owners(self, owners: list[int]) -> None:
+        """Node ``i`` on worker ``owners[i]`` from the next epoch on (between epochs only)."""
+        self.owners = list(owners)
+        self.run.set_threads(self.threads, self.owners)
+
+    def rebalance(self) -> bool:
+        """After an epoch on worker threads: the partition from the costs measured so far (the
+        first epoch ran on the static model), set when it differs; whether it did. The epoch
+        ended with every inbox, ring and backlog empty and the workers joined, so the library
+        takes a new partition (it refuses one during an epoch)."""
+        owners = partition(self.graph, self.threads, self.run.node_ticks())
+        if owners == self.owners:
+            return False
+        self.set_owners(owners)
+        return True
 
     def _set_data(self, examples: Sequence[Example]) -> None:
         """Every training example's payload and tag state per source, packed once for the library."""
@@ -119,6 +135,8 @@ class NativeTrainer(Trainer):
         self.instances += len(order)
         self.epoch += 1
         self.next_key = self.run.next_key
+        if self.threads > 1:
+            self.rebalance()
         return self.epoch_metrics()
 
     def epoch_metrics(self, run: NativeRun | None = None) -> tuple[float, float]:
