@@ -15,6 +15,7 @@ import numpy as np
 
 MAX_STATE_WORDS = 4  # the wire carries four 16-bit state words (docs/contracts.md, Wire format)
 MAX_STATE_VALUE = (1 << 16) - 1
+STATE_SPACE = f"{MAX_STATE_WORDS} x {MAX_STATE_VALUE.bit_length()}-bit state"  # how errors name it
 MAX_KEY = (1 << 32) - 1
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from ..errors import IRError
-from ..message import MAX_STATE_VALUE, MAX_STATE_WORDS
+from ..message import MAX_STATE_VALUE, MAX_STATE_WORDS, STATE_SPACE
 from .limits import LIMITS
 
 Placement = Literal["host", "device"]
@@ -206,7 +206,7 @@ class IsuOp:
             side = s.pop()
             s[self.index] = 2 * s[self.index] + 1 + side
         if len(s) > MAX_STATE_WORDS or any(not 0 <= w <= MAX_STATE_VALUE for w in s):
-            raise ValueError(f"{self}: state {state} -> {tuple(s)} leaves the 4 x 16-bit state")
+            raise ValueError(f"{self}: state {state} -> {tuple(s)} leaves the {STATE_SPACE}")
         return tuple(s)
 
     def __str__(self) -> str:

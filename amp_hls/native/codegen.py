@@ -34,7 +34,7 @@ from ..ir.nodes import (
     Split,
     Ungroup,
 )
-from ..message import MAX_STATE_VALUE, MAX_STATE_WORDS
+from ..message import MAX_STATE_VALUE, MAX_STATE_WORDS, STATE_SPACE
 from ..numerics import ACC_MAX, ACC_MIN, NumericConfig, activation_table, loss_tables
 from ..runtime.optim import OPTIMIZERS
 
@@ -195,6 +195,7 @@ def generate(graph: GraphCore, numerics: NumericConfig) -> NativeGraph:
         "master_type": "double" if numerics.float_dtype == "float64" else "float",
         "fixed": numerics.fixed,
         "max_state_words": MAX_STATE_WORDS,
+        "state_space": STATE_SPACE,
         "pool_class_bytes": POOL_CLASS_BYTES,
         "max_state_value": MAX_STATE_VALUE,
         "acc_min": ACC_MIN,
