@@ -23,7 +23,7 @@ from .codegen.estimate import Estimate
 from .codegen.project import BoardProject
 from .config import RunConfig
 from .cycles.folding import Folding
-from .cycles.report import CycleReport, Measured
+from .cycles.report import RAISE_MAK, CycleReport, Measured
 from .datasets import DATA_FORMATS, Example, Splits, load_dataset
 from .design import DeviceOptions
 from .distributed import DistributedOptions
@@ -384,10 +384,10 @@ def fold_fitting(model: str | Path | ModelSpec | GraphCore, board: str, options:
                  parallelism: Mapping[str, int] | None = None,
                  muf: int | None = None) -> tuple[Folding, DeviceOptions]:
     """``fold_for`` at ``options``' mak when its tag tables fit ``board``; else the mak is lowered
-    (``fitting_options``) and traded against MACs: of the most that fit and its halvings down to
-    one, the fastest predicted folding (tag tables and MAC lanes share the board; fewer in flight
-    leave room for more MACs but pay their round trip, the latency-priced pace), the larger mak
-    on a tie within 5%. The folding records the mak it was lowered from."""
+    (``fitting_options``) and traded against MACs: of the most that fit and fewer
+    (``mak_candidates``), the fastest predicted folding (tag tables and MAC lanes share the board;
+    fewer in flight leave room for more MACs but pay their round trip, the latency-priced pace),
+    the larger mak on a tie within 5%. The folding records the mak it was lowered from."""
     import dataclasses
 
     fitted, lowered = fitting_options(model, board, options, config=config, parallelism=parallelism)
@@ -396,17 +396,27 @@ def fold_fitting(model: str | Path | ModelSpec | GraphCore, board: str, options:
                         parallelism=parallelism, muf=muf), options
     per = options.cache_slots // lowered
     tried = []
-    mak = fitted.max_in_flight or 1
-    while True:
+    for mak in mak_candidates(fitted.max_in_flight or 1):
         trial = dataclasses.replace(fitted, cache_slots=mak * per, max_in_flight=mak)
         tried.append((fold_for(model, board, options=trial, config=config, target_rate=target_rate,
                                parallelism=parallelism, muf=muf), trial))
-        if mak == 1:
-            break
-        mak //= 2
     best = max(f.instances_per_s for f, _ in tried)
     folding, chosen = next((f, o) for f, o in tried if f.instances_per_s >= 0.95 * best)
-    return dataclasses.replace(folding, mak_lowered_from=lowered), chosen
+    # "raise --mak" would mislead: every mak above the most that fit was refused for its tag tables
+    bound = folding.bound.replace(RAISE_MAK, f"a larger mak does not fit {board} (its tag tables; "
+                                             f"mak {lowered} was lowered to {fitted.max_in_flight})")
+    return dataclasses.replace(folding, mak_lowered_from=lowered, bound=bound), chosen
+
+
+EVERY_MAK_UP_TO = 8  # fold_fitting tries every mak up to this, then halvings of the most that fit
+
+
+def mak_candidates(most: int) -> list[int]:
+    """The maks fold_fitting weighs, largest first: every one up to EVERY_MAK_UP_TO (at a few in
+    flight each one more changes the pace most, and the memories it moves into URAM can leave
+    fewer MACs: ggsnn-qm9 on zcu104 fits 5, and 4 folds fastest), and ``most`` and its halvings."""
+    halvings = {most >> k for k in range(most.bit_length())}
+    return sorted(halvings | set(range(1, min(most, EVERY_MAK_UP_TO) + 1)), reverse=True)
 
 
 def fold_for(model: str | Path | ModelSpec | GraphCore, board: str, *, options: DeviceOptions | None = None,
@@ -454,7 +464,7 @@ def _generate_folded(graph: GraphCore, output: str | Path, board: Board, options
     if flow not in FLOWS:
         raise AmpHlsError(f"unknown flow {flow!r}; flows: {', '.join(FLOWS)}")
     folded = apply(graph, folding)
-    design = build_design(folded, dataclasses.replace(options, muf=folding.muf))
+    design = build_design(folded, dataclasses.replace(options, muf=folding.muf).on_board(board))
     hls = write_project(dataclasses.replace(design, folding=folding.to_json()), output, board, flow=flow, force=force)
     return BoardProject(hls, board, folded.name, flow)
 

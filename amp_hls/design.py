@@ -21,7 +21,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .control import CONTROL_CHANNEL, CONTROL_NAME, MAX_KERNELS, STATS_FIELDS
 from .errors import AmpHlsError
@@ -30,6 +30,9 @@ from .kinds import KindRow, kind_row
 from .numerics import NumericConfig
 from .placement import Placement, place
 from .wire import Kind, beats_per_row, message_beats
+
+if TYPE_CHECKING:
+    from .codegen.boards import Board
 
 MANIFEST_SCHEMA = "amp-hls.manifest"
 MANIFEST_VERSION = 1
@@ -55,6 +58,9 @@ class DeviceOptions:
     # the most instances in flight the design is sized for (cache_slots covers max_in_flight x
     # the messages one instance leaves at a node); None: not fixed when it was generated
     max_in_flight: int | None = None
+    # memories that fill UltraRAM well go there (amp_hls.memories): set for a board with URAM
+    # (``on_board``), never by hand
+    use_uram: bool = False
 
     def __post_init__(self) -> None:
         if not self.numerics.fixed:
@@ -71,12 +77,16 @@ class DeviceOptions:
 
     def to_json(self) -> dict[str, Any]:
         return {"numerics": self.numerics.to_json(), "muf": self.muf, "cache_slots": self.cache_slots,
-                "max_in_flight": self.max_in_flight}
+                "max_in_flight": self.max_in_flight, "use_uram": self.use_uram}
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> DeviceOptions:
         return cls(numerics=NumericConfig.from_json(doc["numerics"]), muf=doc["muf"], cache_slots=doc["cache_slots"],
-                   max_in_flight=doc.get("max_in_flight"))
+                   max_in_flight=doc.get("max_in_flight"), use_uram=bool(doc.get("use_uram", False)))
+
+    def on_board(self, board: Board) -> DeviceOptions:
+        """These options for ``board``: URAM used where it has some."""
+        return replace(self, use_uram=board.resources.get("uram", 0) > 0)
 
 
 def kernel_ports(node: Node) -> list[str]:

@@ -134,7 +134,7 @@ def _write(folder: Path, files: dict[str, str]) -> list[Path]:
 def synth_kernel(design: DeviceDesign, node: str, cache: Path | None = None) -> Estimate:
     """Yosys' count of one kernel module, synthesised on its own (package and library with it)."""
     text = rtl.render_kernel(design, node)
-    files = {rtl.PACKAGE_FILE: rtl.render_package(design.options.numerics)}
+    files = {rtl.PACKAGE_FILE: rtl.render_package(design.options.numerics, design.options.use_uram)}
     files |= {name: (hw_dir() / "rtl" / name).read_text() for name in _library(text)}
     files[f"k_{node}.sv"] = text
     folder = WORK / hashlib.sha256("".join(files.values()).encode()).hexdigest()[:16]
@@ -143,7 +143,7 @@ def synth_kernel(design: DeviceDesign, node: str, cache: Path | None = None) -> 
 
 def synth_boundary(design: DeviceDesign, top: str, cache: Path | None = None) -> Estimate:
     text = rtl.render_boundary(design)
-    files = {rtl.PACKAGE_FILE: rtl.render_package(design.options.numerics)}
+    files = {rtl.PACKAGE_FILE: rtl.render_package(design.options.numerics, design.options.use_uram)}
     files |= {name: (hw_dir() / "rtl" / name).read_text() for name in _library(text)}
     files[rtl.BOUNDARY_FILE] = text
     folder = WORK / hashlib.sha256("".join(files.values()).encode()).hexdigest()[:16]
@@ -157,7 +157,8 @@ def synth_fifo(bits: int, cache: Path | None = None) -> Estimate:
             "input wire m_TREADY, output wire m_TLAST")
     wrapper = (f"module cal_fifo_{bits} ({decl});\n  amp_fifo #(.AW({bits})) u ("
                + ", ".join(f".{p}({p})" for p in ports) + ");\nendmodule\n")
-    files = {rtl.FIFO_FILE: (hw_dir() / "rtl" / rtl.FIFO_FILE).read_text(), f"cal_fifo_{bits}.sv": wrapper}
+    files = {rtl.PACKAGE_FILE: rtl.render_package(DeviceOptions().numerics),  # amp_fifo reads its memory rule there
+             rtl.FIFO_FILE: (hw_dir() / "rtl" / rtl.FIFO_FILE).read_text(), f"cal_fifo_{bits}.sv": wrapper}
     folder = WORK / hashlib.sha256("".join(files.values()).encode()).hexdigest()[:16]
     return estimate(_write(folder, files), f"cal_fifo_{bits}", FAMILY, cache=cache)
 

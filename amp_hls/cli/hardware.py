@@ -57,8 +57,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
                                                 target_rate=args.target_rate, parallelism=pins, muf=fold_muf)
             if folding.mak_lowered_from is not None:
                 print(f"mak {folding.mak_lowered_from} does not fit {board_name} (resource model): lowered to mak "
-                      f"{options.max_in_flight} ({options.cache_slots} cache slots), the fastest predicted of the "
-                      f"most that fit and its halvings")
+                      f"{options.max_in_flight} ({options.cache_slots} cache slots), the fastest predicted of those "
+                      f"that fit (every mak up to {api.EVERY_MAK_UP_TO}, then halvings of the most)")
         else:
             folding = api.fold_for(args.model, board_name, options=options, config=config,
                                    target_rate=args.target_rate, parallelism=pins, muf=fold_muf)
@@ -90,7 +90,7 @@ def add_fold_options(p: argparse.ArgumentParser) -> None:
                    help="choose each Linear's parallelism and the GRADS period for the board with the cycle "
                    "and resource models (default: on with --board or [device] board, or [device] fold in "
                    "--config; --no-fold opts out); a default mak whose tag tables do not fit is lowered (the "
-                   "fastest predicted of the most that fit and its halvings); refuses a design that fits at no mak")
+                   "fastest predicted of those that fit); refuses a design that fits at no mak")
     p.add_argument("--target-rate", type=float, metavar="N",
                    help="fold no further than N instances/s (implies --fold)")
     p.add_argument("--parallelism", type=_node_parallelism, action="append", metavar="NODE=P",

@@ -88,7 +88,8 @@ def generate_project(
     board = load_board(board) if isinstance(board, str) else board  # fails before anything is written
     if flow not in FLOWS:
         raise AmpHlsError(f"unknown flow {flow!r}; flows: {', '.join(FLOWS)}")
-    hls = write_project(build_design(graph, options), out_dir, board, flow=flow, force=force)
+    hls = write_project(build_design(graph, (options or DeviceOptions()).on_board(board)), out_dir, board, flow=flow,
+                        force=force)
     return BoardProject(hls, board, graph.name, flow)
 
 

@@ -25,6 +25,7 @@ from ..control import SATURATION_BITS, control_constants
 from ..design import DeviceDesign, index_bits, port_reads
 from ..errors import AmpHlsError
 from ..kinds import KINDS
+from ..memories import package_constants
 from ..numerics import (
     ACC_BITS,
     ACC_MAX,
@@ -68,9 +69,12 @@ def sv64(value: int) -> str:
     return f"-64'sd{-value}" if value < 0 else f"64'sd{value}"
 
 
-def render_package(numerics: NumericConfig) -> str:
+def render_package(numerics: NumericConfig, use_uram: bool = False) -> str:
+    """``amp_pkg``: the wire constants, the numerics and where memories go (``use_uram``: the
+    design's ``DeviceOptions.use_uram``, amp_hls.memories)."""
     return environment().get_template("rtl/amp_pkg.sv.j2").render(
         constants=wire_constants(),
+        memory_constants=package_constants(use_uram),
         acc_bits=ACC_BITS,
         acc_min=ACC_MIN,
         acc_max=ACC_MAX,
@@ -198,7 +202,7 @@ def generate_rtl(design: DeviceDesign, nodes: list[str], out_dir: str | Path) ->
     root = Path(out_dir)
     root.mkdir(parents=True, exist_ok=True)
     package = root / PACKAGE_FILE
-    package.write_text(render_package(design.options.numerics))
+    package.write_text(render_package(design.options.numerics, design.options.use_uram))
     library = tuple(_copy_library(root))
     kernels, texts = {}, {}
     for name in nodes:
@@ -267,7 +271,7 @@ def generate_top(design: DeviceDesign, out_dir: str | Path) -> list[Path]:
     missing = missing_kinds(design)
     if missing:
         raise AmpHlsError(f"graph {design.graph.name!r}: no RTL kernel for node kind(s) {', '.join(missing)}")
-    texts = {PACKAGE_FILE: render_package(design.options.numerics)}
+    texts = {PACKAGE_FILE: render_package(design.options.numerics, design.options.use_uram)}
     texts.update({name: (hw_dir() / "rtl" / name).read_text() for name in LIBRARY_FILES})
     for name in design.device_nodes:
         texts[f"k_{name}.sv"] = render_kernel(design, name)

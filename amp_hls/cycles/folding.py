@@ -19,7 +19,8 @@ The message counts come from sample instances run once through the numpy runtime
 report counts them (``report.count_messages``); a static graph (no loop, no Ungroup) needs none:
 each device port sees one message of its edge's rows per instance. Only the pricing is repeated
 per candidate. Every candidate is priced with the resource model (``cycles/resources.py``): LUT,
-FF, DSP and BRAM36 of every kernel, the boundary and the FIFOs, within ``margin`` of the board's.
+FF, DSP, BRAM36 and URAM of every kernel, the boundary and the FIFOs, within ``margin`` of the
+board's (on a board with URAM the design's well-filled memories go there: ``DeviceOptions.on_board``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from .resources import (
     design_resources,
     kernel_resources,
     load_coefficients,
+    shown_resources,
     with_parallelism,
 )
 
@@ -193,6 +195,7 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
     if inputs is not None and not inputs:
         raise AmpHlsError("folding needs at least one sample instance")
     fixed = dict(fixed or {})
+    options = options.on_board(board)
     linears = _device_linears(graph)
     _check_fixed(fixed, linears)
     start = {name: fixed.get(name, 1) for name in sorted(linears)}
@@ -307,7 +310,7 @@ def check_fit(graph: GraphCore, board: Board, options: DeviceOptions, margin: fl
               coefficients: Coefficients | None = None) -> DesignResources:
     """The design's predicted resources; FitError when they exceed ``margin`` of the board."""
     coefficients = coefficients or load_coefficients()
-    design = build_design(graph, options)
+    design = build_design(graph, options.on_board(board))
     used = design_resources(design, coefficients)
     over = used.over(board, margin)
     if over:
@@ -325,7 +328,7 @@ def largest_fitting_mak(graph: GraphCore, board: Board, options: DeviceOptions, 
     if mak is None:
         raise AmpHlsError("lowering mak needs options sized for a mak (host.settings.sized_options)")
     per = options.cache_slots // mak
-    design = build_design(pin(graph, {n: (fixed or {}).get(n, 1) for n in _device_linears(graph)}), options)
+    design = build_design(pin(graph, {n: (fixed or {}).get(n, 1) for n in _device_linears(graph)}), options.on_board(board))
     return min(mak, _slots_that_fit(design, board, margin, coefficients or load_coefficients()) // per)
 
 
@@ -384,7 +387,7 @@ def format_folding(f: Folding) -> str:
     total = f.resources.total
     use = ", ".join(f"{LABELS[r]} {getattr(total, r):,.0f}/{f.board.resources.get(r, 0):,}"
                     + (f" ({getattr(total, r) / f.board.resources[r]:.0%})" if f.board.resources.get(r) else "")
-                    for r in BOARD_RESOURCES)
+                    for r in shown_resources(total, f.board))
     unpriced = "; not priced: " + ", ".join(f"{k} ({', '.join(v)})" for k, v in f.resources.unpriced.items()) \
         if f.resources.unpriced else ""
     return (f"folding: {per_node or 'no Linear on the device'}; {f.dsps} MACs; "

@@ -60,6 +60,7 @@ from ..wire import Kind, message_beats
 from . import message_cycles
 
 Load = Counter[tuple[str, int]]  # (input port, rows) -> messages
+RAISE_MAK = "raise --mak"  # the in-flight bound's advice (api.fold_fitting replaces it where a larger mak does not fit)
 FIFO_HOP = 2  # cycles a beat takes through an amp_fifo (hw/rtl/amp_fifo.sv: memory, then the output register)
 PHASES = ("forward", "backward")  # the host's two batches per instance: forwards in, then gradients back
 # Cycles per harness call while measuring. The harness finds a design idle by comparing its state
@@ -356,7 +357,7 @@ class Pace:
         kernels = sum(p.busiest for p in self.phases)
         if self.round_trip > self.mak * kernels:
             return (f"bound by in-flight instances (mak {self.mak}): a round trip of {self.round_trip:,.0f} cycles, "
-                    f"{self.mak} in flight, busiest kernels {kernels:,.0f} cycles per instance: raise --mak")
+                    f"{self.mak} in flight, busiest kernels {kernels:,.0f} cycles per instance: {RAISE_MAK}")
         shares = self.shares()
         if shares["link"] >= shares["kernels"]:
             return "bound by the host link (GRADS dumps and DATA beats): raise --muf"

@@ -33,18 +33,22 @@ from ..codegen.boards import Board
 from ..design import DeviceDesign, DeviceOptions, fifo_address_bits
 from ..errors import AmpHlsError
 from ..kinds import KINDS, device_kinds
+from ..memories import in_uram, uram_blocks
 from ..resources import hw_dir, templates_dir
 from ..wire import BEAT_BITS
 
 COEFFICIENTS_FILE = Path(__file__).with_name("resource_coefficients.json")
 COEFFICIENTS_SCHEMA = "amp-hls.resource-coefficients"
-RESOURCES = ("lut", "ff", "dsp", "bram36", "lutram")  # lutram: LUTs used as memory, part of lut
-BOARD_RESOURCES = ("lut", "ff", "dsp", "bram36")  # the ones a board budgets (hw/boards/*.json)
-LABELS = {"lut": "LUT", "ff": "FF", "dsp": "DSP", "bram36": "BRAM36", "lutram": "LUTRAM"}
+RESOURCES = ("lut", "ff", "dsp", "bram36", "lutram")  # the fitted ones; lutram: LUTs used as memory, part of lut
+# uram: URAM288 blocks, counted exactly off the memories' shapes (amp_hls.memories), not fitted
+MEASURES = (*RESOURCES, "uram")
+BOARD_RESOURCES = ("lut", "ff", "dsp", "bram36", "uram")  # the ones a board budgets (hw/boards/*.json)
+LABELS = {"lut": "LUT", "ff": "FF", "dsp": "DSP", "bram36": "BRAM36", "lutram": "LUTRAM", "uram": "URAM"}
 # one: a constant; tags: thousands (1024) of tag-table CAM columns; lanes: a Linear's MACs; kbits: kilobits of
 # memory in LUT-RAM or flip-flops; akbits: those of plain arrays (read asynchronously, never in
-# block RAM); bram: RAMB36 of the memories in block RAM; routes: boundary routes
-FEATURES = ("one", "tags", "lanes", "kbits", "akbits", "bram", "routes")
+# block RAM); bram: RAMB36 of the memories in block RAM; uram: URAM288 blocks of those in URAM
+# (priced as themselves); routes: boundary routes
+FEATURES = ("one", "tags", "lanes", "kbits", "akbits", "bram", "uram", "routes")
 # the features each resource is fitted on (a coefficient per feature and kind)
 USES: dict[str, tuple[str, ...]] = {
     "lut": ("one", "tags", "lanes", "kbits", "routes"),
@@ -92,6 +96,14 @@ class Memory:
         """RAM32M (6 bits x 32) or RAM64M (3 bits x 64) cells, the cheaper."""
         return min(math.ceil(self.width / 6) * math.ceil(self.depth / 32),
                    math.ceil(self.width / 3) * math.ceil(self.depth / 64))
+
+    @property
+    def uram_blocks(self) -> int:
+        return uram_blocks(self.width, self.depth)
+
+    def in_uram(self, use_uram: bool) -> bool:
+        """Whether the RTL marks it for URAM (amp_ram's and amp_fifo's rule, amp_hls.memories)."""
+        return self.sync and in_uram(self.width, self.depth, use_uram)
 
     @property
     def in_bram(self) -> bool:
@@ -200,13 +212,16 @@ def read_rtl(text: str, numerics: Any) -> KernelRtl:  # noqa: ANN401
     return KernelRtl(tuple(mems), tags, columns)
 
 
-def memory_features(mems: list[Memory], placement: str) -> dict[str, float]:
+def memory_features(mems: list[Memory], placement: str, use_uram: bool = False) -> dict[str, float]:
     """``kbits``: kilobits in LUT-RAM or flip-flops; ``bram``: RAMB36 of the memories in block
-    RAM (``placement`` "distributed": none, every memory in LUT-RAM or flip-flops)."""
-    blocks = [placement == "cost" and m.sync and m.in_bram for m in mems]
-    return {"kbits": sum(m.bits for m, b in zip(mems, blocks) if not b) / 1024,
+    RAM (``placement`` "distributed": none, every memory in LUT-RAM or flip-flops); ``uram``:
+    URAM288 blocks of those the RTL marks for URAM (``use_uram``: a board with some)."""
+    ultra = [m.in_uram(use_uram) for m in mems]
+    blocks = [placement == "cost" and m.sync and m.in_bram and not u for m, u in zip(mems, ultra)]
+    return {"kbits": sum(m.bits for m, b, u in zip(mems, blocks, ultra) if not b and not u) / 1024,
             "akbits": sum(m.bits for m in mems if not m.sync) / 1024,
-            "bram": sum(m.bram36 for m, b in zip(mems, blocks) if b)}
+            "bram": sum(m.bram36 for m, b in zip(mems, blocks) if b),
+            "uram": float(sum(m.uram_blocks for m, u in zip(mems, ultra) if u))}
 
 
 def kernel_rtl(design: DeviceDesign, name: str) -> KernelRtl:
@@ -221,17 +236,18 @@ def kernel_features(design: DeviceDesign, name: str, placement: str) -> dict[str
     found = kernel_rtl(design, name)
     lanes = getattr(node, "parallelism", 0) if node.kind == "linear" else 0
     return {"one": 1.0, "tags": found.tag_columns / 1024, "lanes": float(lanes), "routes": 0.0,
-            **memory_features(list(found.memories), placement)}
+            **memory_features(list(found.memories), placement, design.options.use_uram)}
 
 
-def fifo_features(address_bits: int) -> dict[str, float]:
+def fifo_features(address_bits: int, use_uram: bool = False) -> dict[str, float]:
     """One amp_fifo: 2**address_bits words of {TLAST, TDATA}, read synchronously."""
     return {"one": 1.0, "tags": 0.0, "lanes": 0.0, "routes": 0.0,
-            **memory_features([Memory("fifo", BEAT_BITS + 1, 1 << address_bits)], "cost")}
+            **memory_features([Memory("fifo", BEAT_BITS + 1, 1 << address_bits)], "cost", use_uram)}
 
 
 def boundary_features(routes: int) -> dict[str, float]:
-    return {"one": 1.0, "tags": 0.0, "lanes": 0.0, "routes": float(routes), "kbits": 0.0, "akbits": 0.0, "bram": 0.0}
+    return {"one": 1.0, "tags": 0.0, "lanes": 0.0, "routes": float(routes), "kbits": 0.0, "akbits": 0.0, "bram": 0.0,
+            "uram": 0.0}
 
 
 @dataclass(frozen=True)
@@ -242,7 +258,8 @@ class Row:
     placement: str = "cost"
 
     def price(self, features: Mapping[str, float]) -> Resources:
-        return Resources(**{r: sum(c * features[f] for f, c in self.coefficients[r].items()) for r in RESOURCES})
+        fitted = {r: sum(c * features[f] for f, c in self.coefficients[r].items()) for r in RESOURCES}
+        return Resources(**fitted, uram=features["uram"])
 
 
 @dataclass(frozen=True)
@@ -308,12 +325,13 @@ class Resources:
     dsp: float = 0.0
     bram36: float = 0.0
     lutram: float = 0.0
+    uram: float = 0.0
 
     def __add__(self, other: Resources) -> Resources:
-        return Resources(*(getattr(self, r) + getattr(other, r) for r in RESOURCES))
+        return Resources(*(getattr(self, r) + getattr(other, r) for r in MEASURES))
 
     def to_json(self) -> dict[str, float]:
-        return {r: round(getattr(self, r), 1) for r in RESOURCES}
+        return {r: round(getattr(self, r), 1) for r in MEASURES}
 
 
 def kernel_resources(design: DeviceDesign, name: str, coefficients: Coefficients | None = None) -> Resources:
@@ -388,15 +406,20 @@ def design_resources(design: DeviceDesign, coefficients: Coefficients | None = N
                 + b["control"].price(boundary_features(len(design.device_nodes))))
     fifos = Resources()
     for link in design.wiring.streams:
-        fifos = fifos + b["fifo"].price(fifo_features(fifo_address_bits(link, options)))
+        fifos = fifos + b["fifo"].price(fifo_features(fifo_address_bits(link, options), options.use_uram))
     return DesignResources(kernels, boundary, fifos, unpriced)
 
 
 def format_resources(used: DesignResources, board: Board) -> str:
     total = used.total
     parts = []
-    for r in BOARD_RESOURCES:
+    for r in shown_resources(total, board):
         have = board.resources.get(r, 0)
         pct = f" ({getattr(total, r) / have:.0%})" if have else ""
         parts.append(f"{LABELS[r]} {getattr(total, r):,.0f} of {have:,}{pct}")
     return f"resources (model): {', '.join(parts)} on {board.name}"
+
+
+def shown_resources(total: Resources, board: Board) -> tuple[str, ...]:
+    """The board resources worth printing: URAM only on a board with some, or when used."""
+    return tuple(r for r in BOARD_RESOURCES if r != "uram" or board.resources.get(r, 0) or total.uram)

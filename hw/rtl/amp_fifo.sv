@@ -19,7 +19,6 @@ module amp_fifo #(
     input  wire        m_TREADY,
     output wire        m_TLAST
 );
-  reg [64:0] mem [0:(1 << AW) - 1];
   reg [AW:0] wp, rp;  // one bit more than the address tells full from empty
   reg [64:0] head;  // the output register
   reg head_valid;
@@ -34,10 +33,26 @@ module amp_fifo #(
   assign m_TLAST = head[64];
   assign m_TVALID = head_valid;
 
-  always @(posedge ap_clk) begin
-    if (push) mem[wp[AW-1:0]] <= {s_TLAST, s_TDATA};
-    if (pop) head <= mem[rp[AW-1:0]];
-  end
+  // the entries: in URAM on a board with it when they fill its blocks well (the rule of amp_ram)
+  localparam integer URAMS = ((65 + amp_pkg::URAM_WORD_BITS - 1) / amp_pkg::URAM_WORD_BITS) *
+                             (((1 << AW) + amp_pkg::URAM_WORDS - 1) / amp_pkg::URAM_WORDS);
+  localparam integer ULTRA = (amp_pkg::USE_URAM != 0 &&
+                             (65 * (1 << AW) / URAMS) * 1000 >= amp_pkg::URAM_MIN_FILL_PERMILLE * amp_pkg::URAM_BLOCK_BITS) ? 1 : 0;
+  generate
+    if (ULTRA != 0) begin : g_uram
+      (* ram_style = "ultra" *) reg [64:0] mem [0:(1 << AW) - 1];
+      always @(posedge ap_clk) begin
+        if (push) mem[wp[AW-1:0]] <= {s_TLAST, s_TDATA};
+        if (pop) head <= mem[rp[AW-1:0]];
+      end
+    end else begin : g_ram
+      reg [64:0] mem [0:(1 << AW) - 1];
+      always @(posedge ap_clk) begin
+        if (push) mem[wp[AW-1:0]] <= {s_TLAST, s_TDATA};
+        if (pop) head <= mem[rp[AW-1:0]];
+      end
+    end
+  endgenerate
 
   always @(posedge ap_clk) begin
     if (!ap_rst_n) begin

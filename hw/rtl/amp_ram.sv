@@ -5,6 +5,9 @@
 // write of one address in one cycle return the old word), no reset on the array: the shape that
 // Yosys and Vivado map to block RAM (or LUT-RAM when small). A kernel that needs word `a` in cycle
 // t presents `a` with `re` in cycle t-1.
+//
+// On a board with UltraRAM (amp_pkg::USE_URAM) a memory that fills its URAM288 blocks well
+// (amp_hls/memories.py: the same integer rule) is marked ram_style "ultra"; the behaviour is the same.
 module amp_ram #(
     parameter integer W = 64,  // bits per word
     parameter integer AW = 4   // address bits: 2**AW words; at least 1
@@ -17,10 +20,24 @@ module amp_ram #(
     input  wire [AW-1:0] raddr,
     output reg  [W-1:0]  rdata
 );
-  reg [W-1:0] mem [0:(1 << AW) - 1];
+  localparam integer URAMS = ((W + amp_pkg::URAM_WORD_BITS - 1) / amp_pkg::URAM_WORD_BITS) *
+                             (((1 << AW) + amp_pkg::URAM_WORDS - 1) / amp_pkg::URAM_WORDS);
+  localparam integer ULTRA = (amp_pkg::USE_URAM != 0 &&
+                             (W * (1 << AW) / URAMS) * 1000 >= amp_pkg::URAM_MIN_FILL_PERMILLE * amp_pkg::URAM_BLOCK_BITS) ? 1 : 0;
 
-  always @(posedge ap_clk) begin
-    if (we) mem[waddr] <= wdata;
-    if (re) rdata <= mem[raddr];
-  end
+  generate
+    if (ULTRA != 0) begin : g_uram
+      (* ram_style = "ultra" *) reg [W-1:0] mem [0:(1 << AW) - 1];
+      always @(posedge ap_clk) begin
+        if (we) mem[waddr] <= wdata;
+        if (re) rdata <= mem[raddr];
+      end
+    end else begin : g_ram
+      reg [W-1:0] mem [0:(1 << AW) - 1];
+      always @(posedge ap_clk) begin
+        if (we) mem[waddr] <= wdata;
+        if (re) rdata <= mem[raddr];
+      end
+    end
+  endgenerate
 endmodule
