@@ -67,6 +67,25 @@ def test_a_default_mak_that_does_not_fit_is_lowered(tmp_path: Path, capsys: pyte
     assert "does not fit pynq-z2" in capsys.readouterr().err
 
 
+def test_a_lowered_mak_is_weighed_among_every_small_one() -> None:
+    """Every mak up to EVERY_MAK_UP_TO and the halvings of the most that fit, largest first: the
+    halvings alone (5, 2, 1) skipped ggsnn-qm9's fastest fold on zcu104, at mak 4."""
+    assert api.mak_candidates(5) == [5, 4, 3, 2, 1]
+    assert api.mak_candidates(1) == [1]
+    assert api.mak_candidates(40) == [40, 20, 10, 8, 7, 6, 5, 4, 3, 2, 1]
+
+
+def test_a_lowered_mak_is_not_advised_up(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """tree-rnn pinned at compose=32, embed=30 fits pynq-z2 at mak 1 only: its pace is bound by
+    the one instance in flight, and the advice says a larger mak does not fit, not "raise --mak"."""
+    assert main(["generate", "tree-rnn", "-o", str(tmp_path / "p"), "--board", "pynq-z2",
+                 "--parallelism", "compose=32", "--parallelism", "embed=30"]) == 0
+    printed = capsys.readouterr().out
+    assert "bound by in-flight instances (mak 1)" in printed and "raise --mak" not in printed
+    assert "a larger mak does not fit pynq-z2 (its tag tables; mak 16 was lowered to 1)" in printed
+    assert "raise --mak" not in _manifest(tmp_path / "p")["folding"]["bound"]
+
+
 def test_pins_a_target_rate_and_a_given_muf(tmp_path: Path) -> None:
     assert main(["generate", "mlp", "-o", str(tmp_path / "a"), "--board", "zcu104", "--fold", "--muf", "8",
                  "--parallelism", "fc0=4"]) == 0
