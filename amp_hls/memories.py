@@ -6,7 +6,7 @@ depth only; a memory takes ``uram_blocks`` of them. Boards with URAM (zcu104: 96
 block, so a memory goes to URAM only when it fills its blocks at least ``URAM_MIN_FILL_PERMILLE``
 of the way: the caches of 64-bit beats at 2,048 words and more (44-89% full, each saving 4 RAMB36
 per block), not a 16-bit weight bank (22%). ``amp_pkg`` carries these constants and the design's
-``USE_URAM``; ``amp_ram`` and ``amp_fifo`` apply the same rule with them and mark the memory
+``USE_URAM``; ``amp_ram`` (which ``amp_fifo`` keeps its entries in) applies the same rule with them and marks the memory
 ``(* ram_style = "ultra" *)``, the attribute Vivado and Yosys (``synth_xilinx -family xcup``) map
 to URAM288. Designs for boards without URAM never set it.
 """
@@ -25,8 +25,8 @@ def uram_blocks(width: int, depth: int) -> int:
 
 
 def in_uram(width: int, depth: int, use_uram: bool) -> bool:
-    """Whether the RTL puts this synchronous memory in URAM (amp_ram.sv and amp_fifo.sv compute
-    the same integer expression from amp_pkg's constants)."""
+    """Whether the RTL puts this synchronous memory in URAM (amp_ram.sv computes the same integer
+    expression from amp_pkg's constants)."""
     if not use_uram:
         return False
     fill_bits = width * depth // uram_blocks(width, depth)

@@ -157,8 +157,9 @@ def synth_fifo(bits: int, cache: Path | None = None) -> Estimate:
             "input wire m_TREADY, output wire m_TLAST")
     wrapper = (f"module cal_fifo_{bits} ({decl});\n  amp_fifo #(.AW({bits})) u ("
                + ", ".join(f".{p}({p})" for p in ports) + ");\nendmodule\n")
-    files = {rtl.PACKAGE_FILE: rtl.render_package(DeviceOptions().numerics),  # amp_fifo reads its memory rule there
-             rtl.FIFO_FILE: (hw_dir() / "rtl" / rtl.FIFO_FILE).read_text(), f"cal_fifo_{bits}.sv": wrapper}
+    files = {rtl.PACKAGE_FILE: rtl.render_package(DeviceOptions().numerics),  # amp_ram reads its memory rule there
+             **{name: (hw_dir() / "rtl" / name).read_text() for name in (rtl.FIFO_FILE, "amp_ram.sv")},
+             f"cal_fifo_{bits}.sv": wrapper}
     folder = WORK / hashlib.sha256("".join(files.values()).encode()).hexdigest()[:16]
     return estimate(_write(folder, files), f"cal_fifo_{bits}", FAMILY, cache=cache)
 

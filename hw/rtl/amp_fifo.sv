@@ -1,8 +1,8 @@
 // amp_fifo: the AXI-stream FIFO on every stream between two kernels of amp_top (one per
 // stream of amp_hls.design.DeviceDesign.wiring). Hand-written and shared by every generated design.
 //
-// 2**AW entries of {TLAST, TDATA} in a memory written and read synchronously (so it maps to
-// block or distributed RAM), plus one output register: first-word-fall-through, one beat per
+// 2**AW entries of {TLAST, TDATA} in an amp_ram (written and read synchronously, so it maps to
+// block, distributed or ultra RAM), whose read register is the output register: first-word-fall-through, one beat per
 // cycle in and out, capacity 2**AW + 1 beats. s_TREADY depends on registers only, so no
 // combinational path runs from the reader's TREADY back to the writer.
 module amp_fifo #(
@@ -20,7 +20,7 @@ module amp_fifo #(
     output wire        m_TLAST
 );
   reg [AW:0] wp, rp;  // one bit more than the address tells full from empty
-  reg [64:0] head;  // the output register
+  wire [64:0] head;  // the output register (amp_ram's read register)
   reg head_valid;
 
   wire empty = wp == rp;
@@ -33,26 +33,11 @@ module amp_fifo #(
   assign m_TLAST = head[64];
   assign m_TVALID = head_valid;
 
-  // the entries: in URAM on a board with it when they fill its blocks well (the rule of amp_ram)
-  localparam integer URAMS = ((65 + amp_pkg::URAM_WORD_BITS - 1) / amp_pkg::URAM_WORD_BITS) *
-                             (((1 << AW) + amp_pkg::URAM_WORDS - 1) / amp_pkg::URAM_WORDS);
-  localparam integer ULTRA = (amp_pkg::USE_URAM != 0 &&
-                             (65 * (1 << AW) / URAMS) * 1000 >= amp_pkg::URAM_MIN_FILL_PERMILLE * amp_pkg::URAM_BLOCK_BITS) ? 1 : 0;
-  generate
-    if (ULTRA != 0) begin : g_uram
-      (* ram_style = "ultra" *) reg [64:0] mem [0:(1 << AW) - 1];
-      always @(posedge ap_clk) begin
-        if (push) mem[wp[AW-1:0]] <= {s_TLAST, s_TDATA};
-        if (pop) head <= mem[rp[AW-1:0]];
-      end
-    end else begin : g_ram
-      reg [64:0] mem [0:(1 << AW) - 1];
-      always @(posedge ap_clk) begin
-        if (push) mem[wp[AW-1:0]] <= {s_TLAST, s_TDATA};
-        if (pop) head <= mem[rp[AW-1:0]];
-      end
-    end
-  endgenerate
+  // the entries: an amp_ram (block RAM, LUT-RAM, or URAM on a board with it, by amp_ram's rule),
+  // read into the output register as it is refilled
+  amp_ram #(.W(65), .AW(AW)) entries (
+      .ap_clk(ap_clk), .we(push), .waddr(wp[AW-1:0]), .wdata({s_TLAST, s_TDATA}),
+      .re(pop), .raddr(rp[AW-1:0]), .rdata(head));
 
   always @(posedge ap_clk) begin
     if (!ap_rst_n) begin
