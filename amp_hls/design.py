@@ -21,7 +21,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .control import CONTROL_CHANNEL, CONTROL_NAME, MAX_KERNELS, STATS_FIELDS
 from .errors import AmpHlsError
@@ -30,9 +30,6 @@ from .kinds import KindRow, kind_row
 from .numerics import NumericConfig
 from .placement import Placement, place
 from .wire import Kind, beats_per_row, message_beats
-
-if TYPE_CHECKING:
-    from .codegen.boards import Board
 
 MANIFEST_SCHEMA = "amp-hls.manifest"
 MANIFEST_VERSION = 1
@@ -46,6 +43,14 @@ LOCKSTEP_GRADIENT_KINDS = frozenset({"add", "mul", "concat"})
 # The depths Xilinx's axis_data_fifo takes (powers of two, PG085): the hls flow's block design
 # puts one on every stream, as deep as the RTL's amp_fifo (board_fifo_depths).
 BOARD_FIFO_MIN, BOARD_FIFO_MAX = 16, 32768
+
+
+class HasResources(Protocol):
+    """What ``DeviceOptions.on_board`` reads of a board (``codegen.boards.Board``, which this
+    layer does not import): its resource counts."""
+
+    @property
+    def resources(self) -> Mapping[str, int]: ...
 
 
 @dataclass(frozen=True)
@@ -84,7 +89,7 @@ class DeviceOptions:
         return cls(numerics=NumericConfig.from_json(doc["numerics"]), muf=doc["muf"], cache_slots=doc["cache_slots"],
                    max_in_flight=doc.get("max_in_flight"), use_uram=bool(doc.get("use_uram", False)))
 
-    def on_board(self, board: Board) -> DeviceOptions:
+    def on_board(self, board: HasResources) -> DeviceOptions:
         """These options for ``board``: URAM used where it has some."""
         return replace(self, use_uram=board.resources.get("uram", 0) > 0)
 
