@@ -200,7 +200,8 @@ def run(models: Sequence[str], boards: Sequence[str], measured: set[tuple[str, s
 def summary(model: str, board: str, b: dict[str, Any], cpu: dict[str, Any]) -> str:
     par = ", ".join(f"{n}={p}" for n, p in b["parallelism"].items())
     total, have = b["resources"]["total"], b["resources"]["board"]
-    use = ", ".join(f"{r} {total[r]:,.0f}/{have[r]:,}" for r in ("lut", "ff", "dsp", "bram36"))
+    shown = [r for r in ("lut", "ff", "dsp", "bram36", "uram") if r != "uram" or have.get(r) or total.get(r)]
+    use = ", ".join(f"{r} {total[r]:,.0f}/{have[r]:,}" for r in shown)
     line = (f"{model} on {board} (mak {b['mak']}, {b['cache_slots']} slots): {par}, muf {b['muf']} -> "
             f"{b['predicted_instances_per_s']:,.0f} instances/s predicted, {b['ratio_predicted_vs_cpu']:.1f}x the "
             f"numpy CPU runtime ({cpu['instances_per_s']:,.0f}/s); {use}; bound: {b['bound']}")
