@@ -36,7 +36,7 @@ from amp_hls.codegen.boards import load_board
 from amp_hls.codegen.project import open_project
 from amp_hls.cycles.folding import FitError, Folding, apply
 from amp_hls.cycles.report import cycle_report, measure_rtlsim, safe_in_flight, sample_inputs
-from amp_hls.cycles.resources import load_coefficients
+from amp_hls.cycles.resources import load_coefficients, shown_resources
 from amp_hls.datasets import Splits
 from amp_hls.design import DeviceOptions, build_design
 from amp_hls.host.rtlsim import RtlsimBuildError
@@ -200,8 +200,7 @@ def run(models: Sequence[str], boards: Sequence[str], measured: set[tuple[str, s
 def summary(model: str, board: str, b: dict[str, Any], cpu: dict[str, Any]) -> str:
     par = ", ".join(f"{n}={p}" for n, p in b["parallelism"].items())
     total, have = b["resources"]["total"], b["resources"]["board"]
-    shown = [r for r in ("lut", "ff", "dsp", "bram36", "uram") if r != "uram" or have.get(r) or total.get(r)]
-    use = ", ".join(f"{r} {total[r]:,.0f}/{have[r]:,}" for r in shown)
+    use = ", ".join(f"{r} {total[r]:,.0f}/{have[r]:,}" for r in shown_resources(total.get("uram", 0), have))
     line = (f"{model} on {board} (mak {b['mak']}, {b['cache_slots']} slots): {par}, muf {b['muf']} -> "
             f"{b['predicted_instances_per_s']:,.0f} instances/s predicted, {b['ratio_predicted_vs_cpu']:.1f}x the "
             f"numpy CPU runtime ({cpu['instances_per_s']:,.0f}/s); {use}; bound: {b['bound']}")

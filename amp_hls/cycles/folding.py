@@ -387,7 +387,7 @@ def format_folding(f: Folding) -> str:
     total = f.resources.total
     use = ", ".join(f"{LABELS[r]} {getattr(total, r):,.0f}/{f.board.resources.get(r, 0):,}"
                     + (f" ({getattr(total, r) / f.board.resources[r]:.0%})" if f.board.resources.get(r) else "")
-                    for r in shown_resources(total, f.board))
+                    for r in shown_resources(total.uram, f.board.resources))
     unpriced = "; not priced: " + ", ".join(f"{k} ({', '.join(v)})" for k, v in f.resources.unpriced.items()) \
         if f.resources.unpriced else ""
     return (f"folding: {per_node or 'no Linear on the device'}; {f.dsps} MACs; "

@@ -413,13 +413,13 @@ def design_resources(design: DeviceDesign, coefficients: Coefficients | None = N
 def format_resources(used: DesignResources, board: Board) -> str:
     total = used.total
     parts = []
-    for r in shown_resources(total, board):
+    for r in shown_resources(total.uram, board.resources):
         have = board.resources.get(r, 0)
         pct = f" ({getattr(total, r) / have:.0%})" if have else ""
         parts.append(f"{LABELS[r]} {getattr(total, r):,.0f} of {have:,}{pct}")
     return f"resources (model): {', '.join(parts)} on {board.name}"
 
 
-def shown_resources(total: Resources, board: Board) -> tuple[str, ...]:
+def shown_resources(uram_used: float, board_resources: Mapping[str, int]) -> tuple[str, ...]:
     """The board resources worth printing: URAM only on a board with some, or when used."""
-    return tuple(r for r in BOARD_RESOURCES if r != "uram" or board.resources.get(r, 0) or total.uram)
+    return tuple(r for r in BOARD_RESOURCES if r != "uram" or board_resources.get(r, 0) or uram_used)

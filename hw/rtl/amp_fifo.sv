@@ -2,9 +2,10 @@
 // stream of amp_hls.design.DeviceDesign.wiring). Hand-written and shared by every generated design.
 //
 // 2**AW entries of {TLAST, TDATA} in an amp_ram (written and read synchronously, so it maps to
-// block, distributed or ultra RAM), whose read register is the output register: first-word-fall-through, one beat per
-// cycle in and out, capacity 2**AW + 1 beats. s_TREADY depends on registers only, so no
-// combinational path runs from the reader's TREADY back to the writer.
+// block, distributed or ultra RAM), whose read register is the output register:
+// first-word-fall-through, one beat per cycle in and out, capacity 2**AW + 1 beats. s_TREADY
+// depends on registers only, so no combinational path runs from the reader's TREADY back to the
+// writer.
 module amp_fifo #(
     parameter integer AW = 4  // address bits: 2**AW memory entries; at least 1
 ) (
