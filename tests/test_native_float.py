@@ -36,7 +36,7 @@ def test_float32_training_within_rounding() -> None:
 
 
 @pytest.mark.parametrize(("model", "numerics", "rtol"), [
-    ("list-rnn", FLOAT64, 1e-9),
+    *((model, FLOAT64, 1e-9) for model in ("mlp", "list-rnn", "tree-rnn", "ggsnn-qm9", "ggsnn-babi15", "ggsnn-babi19")),
     # float32: the register-tiled products (fused multiply-adds) and the vectorised tanh and
     # sigmoid against numpy's BLAS, exp and tanh (5e-7 apart when measured)
     ("ggsnn-qm9", NumericConfig("float"), 1e-5),
