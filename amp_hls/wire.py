@@ -163,6 +163,13 @@ def beats_per_row(kind: Kind, width: int) -> int:
     return -(-width // elements_per_beat(kind))
 
 
+def parts_on_beats(widths: Sequence[int]) -> bool:
+    """Whether DATA parts of these widths, side by side in a row (a concat), each start on a beat:
+    the joined row's beats are then the parts' own beats."""
+    epb = elements_per_beat(Kind.DATA)
+    return all(sum(widths[:p]) % epb == 0 for p in range(len(widths)))
+
+
 def message_beats(kind: Kind, rows: int, width: int) -> int:
     """Total beats of one message, header and state beats included."""
     return HEADER_BEATS + rows * beats_per_row(Kind(kind), width)

@@ -3,8 +3,8 @@
 One graph holds a node of each kind plus the variants whose hardware differs: three inputs (the
 round robin, mul's chained narrowing), inputs with different row limits, concat of widths that
 are not multiples of the four elements a beat holds (parts straddle output beats: the row
-buffer's lane-enabled path) and of parts that all start on a beat (its word-indexed path, the
-last part padded, the parts of different beats a row), rowsum over
+buffer's lane-enabled path) and of parts that all start on a beat (the beats sent straight from
+the part memories, the last part padded, the parts of different beats a row), rowsum over
 one and over several rows. Their kernels, the boundary and ``amp_pkg`` are built once under
 Verilator (``amp_hls.sim.runner``, cached by source hash) in one ``amp_harness``.
 
@@ -225,12 +225,14 @@ def test_cycle_model_within_15_percent(name: str, harness: tuple[Graph, Path], t
             )
 
 
-@pytest.mark.parametrize(("name", "lane_enabled"), [("cat", True), ("cat3", True), ("cat_aligned", False)])
-def test_concat_cases_take_both_row_buffer_paths(name: str, lane_enabled: bool, harness: tuple[Graph, Path]) -> None:
-    """The bit-exact cases above cover both of concat's row buffers: the word-indexed one where
-    every part starts on a beat, the lane-enabled one (``rb_lane``) where one does not."""
+@pytest.mark.parametrize(("name", "on_beats"), [("cat", False), ("cat3", False), ("cat_aligned", True)])
+def test_concat_cases_take_both_forward_paths(name: str, on_beats: bool, harness: tuple[Graph, Path]) -> None:
+    """The bit-exact and timing cases above cover both of concat's forward paths: the beats sent
+    straight from the part memories where every part starts on a beat (no S_LOAD pass), the row
+    buffer loaded with lane enables (``rb_lane``) where one does not."""
     g, _ = harness
-    assert ("rb_lane" in render_kernel(build_design(g, OPTIONS), name)) == lane_enabled
+    text = render_kernel(build_design(g, OPTIONS), name)
+    assert ("rb_lane" in text) == (not on_beats) and ("S_LOAD:" in text) == (not on_beats)
 
 
 @pytest.mark.parametrize("name", list(NODES))

@@ -44,6 +44,7 @@ from ..wire import (
     Kind,
     beats_per_row,
     elements_per_beat,
+    parts_on_beats,
     wire_constants,
 )
 from .jinja import environment
@@ -110,6 +111,7 @@ def render_kernel(design: DeviceDesign, name: str) -> str:
         ports=list(kernel.ports),
         bits=index_bits,
         beats_per_row=beats_per_row,
+        parts_on_beats=parts_on_beats([s.width for s in in_specs]),  # concat: output beats are part beats
         Kind=Kind,
         slots=options.cache_slots,
         slot_bits=index_bits(options.cache_slots),
