@@ -491,13 +491,17 @@ def format_report(result: CycleReport, measured: Measured | str | None = None) -
     return text if measured is None else f"{text}\n{rep.format_measured(result, measured)}"
 
 
-def report_json(result: CycleReport, measured: Measured | str | None = None) -> dict[str, Any]:
-    """The report as a JSON document: every field, what follows from them, and the measurement."""
+def report_json(result: CycleReport, measured: Measured | str | None = None,
+                streamed: Measured | None = None) -> dict[str, Any]:
+    """The report as a JSON document: every field, what follows from them, and the measurements
+    (the host in turns; ``streamed``, the host streaming)."""
     doc = result.to_json()
     if isinstance(measured, Measured):
         doc["measured"] = {**asdict(measured), "cycles_per_instance": measured.cycles_per_instance}
     else:
         doc["measured"] = None if measured is None else {"unavailable": measured}
+    doc["measured_streaming"] = None if streamed is None else \
+        {**asdict(streamed), "cycles_per_instance": streamed.cycles_per_instance}
     return doc
 
 

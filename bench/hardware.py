@@ -14,7 +14,8 @@ the board's and the fraction of the DSP peak the useful MACs reach. Where measur
 project is generated and a stream of instances runs through its RTL under Verilator, as many in
 flight as the tag caches hold by the sizing rule (``report.safe_in_flight``), so the model's error
 is on a run that cannot lose a message; the error of the busiest-kernel model alone (no latency)
-is recorded beside it. With ``--testbench`` each model's folded design for pynq-z2 (zcu104 where it
+is recorded beside it, and the same stream measured once more with the host streaming (answering
+each output at once, as it does polling the board, instead of running each turn to idle). With ``--testbench`` each model's folded design for pynq-z2 (zcu104 where it
 does not fit pynq-z2) also goes through ``amp-hls testbench``'s check (cocotb + Verilator, random
 stalls on host_in and host_out, bit-exact against the numpy device model): pass or fail, its
 cycles, its wall time. The numpy CPU runtime trains the same model's instances in the same process
@@ -99,6 +100,7 @@ def measure(model: str, board: str, folding: Folding, options: DeviceOptions, in
     mak = min(instances, safe_in_flight(build_design(graph, options).placement, inputs, options.cache_slots))
     start = time.perf_counter()
     m = measure_rtlsim(root, inputs, mak)
+    streamed = measure_rtlsim(root, inputs, mak, streaming=True)  # the host answering each output at once
     report = cycle_report(open_project(root).design, load_board(board), inputs)  # priced at the run's mak
     model_cycles = report.cycles_per_instance
     kernels = max(max(folding.cycles.values()), folding.link_beats)  # the model before latency was priced
@@ -109,7 +111,9 @@ def measure(model: str, board: str, folding: Folding, options: DeviceOptions, in
             "kernel_model_cycles_per_instance": kernels,
             "kernel_model_error": kernels / m.cycles_per_instance - 1.0,
             "round_trip_cycles": report.pace.round_trip,
-            "sim_s": m.sim_seconds, "wall_s": time.perf_counter() - start}
+            "streaming_cycles_per_instance": streamed.cycles_per_instance,
+            "streaming_instances_per_s": folding.clock_mhz * 1e6 / streamed.cycles_per_instance,
+            "sim_s": m.sim_seconds + streamed.sim_seconds, "wall_s": time.perf_counter() - start}
 
 
 def testbench(model: str, board: str, folding: Folding, options: DeviceOptions) -> dict[str, Any]:
@@ -211,6 +215,9 @@ def summary(model: str, board: str, b: dict[str, Any], cpu: dict[str, Any]) -> s
         line += (f"\n  rtlsim: {r['cycles_per_instance']:,.1f} cycles/instance at {r['mak']} in flight -> "
                  f"{r['instances_per_s']:,.0f}/s ({b['ratio_rtlsim_vs_cpu']:.1f}x CPU); model {r['model_error']:+.1%} "
                  f"(busiest kernel alone {r['kernel_model_error']:+.1%}); {r['model_bound']}")
+        if "streaming_cycles_per_instance" in r:
+            line += (f"\n  rtlsim, streaming host: {r['streaming_cycles_per_instance']:,.1f} cycles/instance -> "
+                     f"{r['streaming_instances_per_s']:,.0f}/s")
     if b.get("testbench"):
         t = b["testbench"]
         line += (f"\n  testbench (cocotb, stalls): {'pass' if t['passed'] else 'FAIL'} at mak {t['mak']}, "

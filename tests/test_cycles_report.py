@@ -318,7 +318,11 @@ def test_measured_matches_the_model(tmp_path: Path) -> None:
     model = report.cycles_per_instance
     assert measured.instances == 32 and model is not None
     assert abs(measured.cycles_per_instance - model) <= 0.15 * measured.cycles_per_instance, (measured, model)
-    assert "measured (RTL simulation, Verilator)" in format_measured(report, measured)
+    assert "measured (RTL simulation, Verilator; host in turns)" in format_measured(report, measured)
+    # a host that answers each output at once never waits for the design to go idle: no slower
+    streamed = measure_rtlsim(tmp_path / "p", inputs, mak=32, streaming=True)
+    assert streamed.instances == 32 and streamed.streaming and 0 < streamed.cycles <= measured.cycles
+    assert "streaming host" in format_measured(report, streamed) and "model" not in format_measured(report, streamed)
 
 
 @pytest.mark.verilator

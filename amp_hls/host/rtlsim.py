@@ -178,6 +178,10 @@ class RtlsimDevice(Device):
         # cycles per harness call in settle: the harness checks for idle afresh each call, so a
         # measurement that counts cycles to idle asks for a few (cycles.report.IDLE_STEP)
         self.idle_step = CYCLES_PER_CALL
+        # streaming: poll returns as soon as a whole message is out (as the board's does), so the
+        # host answers each output while the rest of the design runs on; else it runs to idle
+        self.streaming = False
+        self._held: tuple[np.ndarray, np.ndarray] | None = None  # host_out beats of a message not yet whole
 
     @classmethod
     def generate(cls, graph: GraphCore, out_dir: str | Path, options: DeviceOptions | None = None) -> RtlsimDevice:
@@ -205,9 +209,42 @@ class RtlsimDevice(Device):
 
     def recv(self, timeout: float = 1.0) -> list[WireMessage]:
         self.settle(timeout)
-        data, last = self.pop_beats()
+        data, last = self._beats()
         if len(data) and not last[-1]:
             raise DeviceError("the design went idle in the middle of a host_out message")
+        return self._decode(data, last)
+
+    def poll(self, timeout: float, expect: bool) -> list[WireMessage]:
+        """With ``streaming`` and instances in flight (``expect``): clock the design only until
+        whole messages are out (or it is idle), as a host polling the board's DMA sees them;
+        otherwise run to idle (``recv``)."""
+        if not (self.streaming and expect):
+            return self.recv(timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            idle = self.run(self.idle_step)
+            data, last = self._beats()
+            ends = np.flatnonzero(last)
+            if len(ends) or idle:
+                cut = int(ends[-1]) + 1 if len(ends) else 0
+                if idle and cut < len(data):
+                    raise DeviceError("the design went idle in the middle of a host_out message")
+                if cut < len(data):
+                    self._held = (data[cut:], last[cut:])
+                return self._decode(data[:cut], last[:cut])
+            self._held = (data, last)
+            if time.monotonic() > deadline:
+                raise DeviceTimeout(f"RTL simulation sent no whole message within {timeout} s: {self.cycles} cycles")
+
+    def _beats(self) -> tuple[np.ndarray, np.ndarray]:
+        """The host_out beats held from the last poll, then those waiting now."""
+        data, last = self.pop_beats()
+        if self._held is not None:
+            (held_data, held_last), self._held = self._held, None
+            data, last = np.concatenate([held_data, data]), np.concatenate([held_last, last])
+        return data, last
+
+    def _decode(self, data: np.ndarray, last: np.ndarray) -> list[WireMessage]:
         if not len(data):
             msgs = []
         elif self.board:  # TLAST ends a packet of whole messages
@@ -320,6 +357,7 @@ class RtlsimDevice(Device):
         """Empty queues and the design held in reset: the kernels empty their caches and zero
         their accumulators; the weight memories keep their contents."""
         self._lib.amp_reset(self._handle)
+        self._held = None
 
     def close(self) -> None:
         if self._h is not None:
