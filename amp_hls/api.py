@@ -280,10 +280,13 @@ def predict(trained: TrainerBase | Predictor, examples: Sequence[Example]) -> li
 
 
 def device_options(config: RunConfig | None = None, *, muf: int | None = None,
-                   cache_slots: int | None = None) -> DeviceOptions:
+                   cache_slots: int | None = None, dump_engine: bool | None = None) -> DeviceOptions:
     """A generated device's options: each given here, else in ``config`` (muf from [training], the
-    tag tables from [device], the precision from [precision]), else DeviceOptions' defaults."""
+    tag tables and the dump engine from [device], the precision from [precision]), else
+    DeviceOptions' defaults."""
     kwargs: dict[str, Any] = {}
+    if dump_engine is not None or "dump_engine" in (config.device if config is not None else {}):
+        kwargs["dump_engine"] = bool(dump_engine if dump_engine is not None else config.device["dump_engine"])  # type: ignore[union-attr]
     training = config.training if config is not None else {}
     device = config.device if config is not None else {}
     if muf is not None or "muf" in training:
@@ -313,6 +316,9 @@ def generate(model: str | Path | ModelSpec | GraphCore, output: str | Path, *, b
     from .codegen.project import generate_project
 
     board_spec = load_board(board or (config.device.get("board") if config else None) or DEFAULT_BOARD)
+    if flow == "hls" and options is not None and options.dump_engine:
+        raise AmpHlsError("the dump engine is built into the RTL kernels only: generate it with --flow rtl "
+                          "(the HLS kernels dump inline)")
     graph = resolve_graph(model)  # a graph that breaks the IR fails before anything is written
     if config is not None:
         graph = config.apply(graph)

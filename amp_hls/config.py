@@ -121,6 +121,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "board": Key(STRING, _board, "the board a project is generated for"),
         "cache_slots": Key(INT, _positive, "tag-table entries per caching kernel (>= mak x messages per instance)"),
         "fold": Key(BOOL, None, "generate chooses each Linear's parallelism and the GRADS period for the board"),
+        "dump_engine": Key(BOOL, None, "rtl flow: each Linear's GRADS dump streams out of a copy, beside its MACs"),
         "target_rate": Key(NUMBER, _positive_finite, "generate folds no further than this many instances/s"),
     },
 }

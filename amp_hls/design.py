@@ -66,6 +66,9 @@ class DeviceOptions:
     # memories that fill UltraRAM well go there (amp_hls.memories): set for a board with URAM
     # (``on_board``), never by hand
     use_uram: bool = False
+    # each Linear copies G into a dump buffer (a word a cycle) that streams out beside its MACs,
+    # instead of stalling while the dump streams out: one more G-sized memory per Linear
+    dump_engine: bool = False
 
     def __post_init__(self) -> None:
         if not self.numerics.fixed:
@@ -82,12 +85,13 @@ class DeviceOptions:
 
     def to_json(self) -> dict[str, Any]:
         return {"numerics": self.numerics.to_json(), "muf": self.muf, "cache_slots": self.cache_slots,
-                "max_in_flight": self.max_in_flight, "use_uram": self.use_uram}
+                "max_in_flight": self.max_in_flight, "use_uram": self.use_uram, "dump_engine": self.dump_engine}
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> DeviceOptions:
         return cls(numerics=NumericConfig.from_json(doc["numerics"]), muf=doc["muf"], cache_slots=doc["cache_slots"],
-                   max_in_flight=doc.get("max_in_flight"), use_uram=bool(doc.get("use_uram", False)))
+                   max_in_flight=doc.get("max_in_flight"), use_uram=bool(doc.get("use_uram", False)),
+                   dump_engine=bool(doc.get("dump_engine", False)))
 
     def on_board(self, board: HasResources) -> DeviceOptions:
         """These options for ``board``: URAM used where it has some."""

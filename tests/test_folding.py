@@ -24,7 +24,7 @@ from amp_hls.cycles.report import count_messages, cycle_report, pace, sample_inp
 from amp_hls.cycles.resources import BOARD_RESOURCES, design_resources
 from amp_hls.design import DeviceOptions, build_design
 from amp_hls.errors import AmpHlsError
-from amp_hls.ir import Linear
+from amp_hls.ir import Graph, Linear
 from amp_hls.models import MODELS
 from amp_hls.placement import place
 
@@ -142,9 +142,13 @@ def test_too_many_cache_slots_are_refused_with_the_mak_that_fits(mlp) -> None:  
 
 
 def test_a_non_linear_bottleneck_is_named() -> None:
-    graph = MODELS["ggsnn-qm9"].build()
-    f = fold(graph, ZCU, sample_inputs(graph, 3), DeviceOptions(cache_slots=2))  # 16 slots: 700 BRAM36
-    assert "is the bottleneck and is not a Linear" in f.bound or "host link" in f.bound or "budget" in f.bound
+    """Eight 3-wide parts joined (each starts inside a beat: the row-buffer path) outweigh the
+    Linear they feed once it has its 24 MACs: folding stops there and says so."""
+    g = Graph("joins_bound")
+    joined = g.concat(*(g.source(f"x{i}", width=3) for i in range(8)), name="cat")
+    g.loss(g.linear(g.tanh(joined, name="act"), 1, name="l"), g.source("t", width=1), "mse")
+    f = fold(g.validate(), ZCU, None, DeviceOptions(cache_slots=2))
+    assert "cat (concat) is the bottleneck and is not a Linear" in f.bound, f.bound
     for r in BOARD_RESOURCES:
         assert getattr(f.resources.total, r) <= MARGIN * ZCU.resources[r]
 

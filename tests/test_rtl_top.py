@@ -108,16 +108,18 @@ class Case:
     n: int  # instances; with muf, chosen so no gradient stays in an accumulator
     maks: tuple[int, ...]  # mak x messages an instance leaves at a node <= cache_slots (64)
     muf: int = 1
+    dump_engine: bool = False  # the Linears' GRADS dumps stream out of a copy beside their MACs
 
     @property
     def options(self) -> DeviceOptions:
-        return DeviceOptions(muf=self.muf)
+        return DeviceOptions(muf=self.muf, dump_engine=self.dump_engine)
 
 
 CASES = {
     "activations": Case(_activations, _activation_inputs, n=16, maks=(1, 6)),
     "dense": Case(_dense, _dense_inputs, n=12, maks=(1, 4), muf=3),
     "mlp": Case(MODELS["mlp"].build, _model("mlp"), n=16, maks=(1, 8), muf=4),
+    "mlp-dump-engine": Case(MODELS["mlp"].build, _model("mlp"), n=16, maks=(8,), muf=4, dump_engine=True),
     "list-rnn": Case(MODELS["list-rnn"].build, _model("list-rnn", SHORT_LISTS), n=6, maks=(3,), muf=2),
 }
 

@@ -75,6 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: mak x the most messages one of the model's instances leaves at a node)")
     p.add_argument("--mak", type=int, help="the most instances in flight the design is sized for "
                    "(default: the model's training default, or what --cache-slots holds)")
+    p.add_argument("--dump-engine", action="store_true", default=None,
+                   help="rtl flow: each Linear copies its gradient sums into a dump buffer that streams out "
+                   "beside its MACs, instead of stalling for the dump (one more accumulator-sized memory "
+                   "per Linear)")
     p.add_argument("--flow", choices=("rtl", "hls"), default="rtl",
                    help="rtl (default): the verified SystemVerilog amp_top into Vivado; hls: Vitis HLS "
                    "kernel cores (and a C++ testbench for Vitis csim/cosim)")

@@ -40,7 +40,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     check_output_dir(args.output, args.force)  # before any work: a directory it may not write into
     config = load_config(args.config) if args.config is not None else None
     # an unknown board or a graph that breaks the IR (names included) fails before anything is written
-    options = api.device_options(config, muf=args.muf, cache_slots=args.cache_slots)
+    options = api.device_options(config, muf=args.muf, cache_slots=args.cache_slots, dump_engine=args.dump_engine)
     options = _sized(args, config, options)  # what the bitstream fixes, for the model's training run
     pins = dict(args.parallelism or [])
     folding = None

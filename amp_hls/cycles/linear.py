@@ -7,7 +7,10 @@ runs. A backward runs two
 loops (dx, then dW; only dW for a Linear fed by a host source, ``skip_dx``: design.skips_dx) and
 every ``muf``-th one dumps G, one 64-bit element a cycle; the dump is shared out over the ``muf``
 messages. The dx has left once its loop ends (``passed_cycles``): the dW loop and the dump run
-beside the kernels downstream, so they take the kernel's time but not the gradient's.
+beside the kernels downstream, so they take the kernel's time but not the gradient's. With the
+dump engine (``DeviceOptions.dump_engine``) the kernel only copies G into the dump buffer, a word a
+cycle, and the dump streams out beside its loops (a dump due while the last still streams waits
+for it: the host link, which carries every kernel's dumps, bounds that pace).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ LOOK = 1  # the tag look-up (or WEIGHTS check) after the header and state beats
 PIPE = 4  # a loop's last issue to its last result: RAM read, multiply, accumulate, write
 PIPE_OUT = PIPE + 1  # ... and, for forward and dx, the last beat through the unpacker
 PACK = 1  # the packer's last word after the last beat
+COPY = 3  # the dump engine's copy: the last word's write, the check that it is done, the start
 
 
 def _read(rows: int, beats: int, words: int, extra: int = 0) -> int:
@@ -46,6 +50,8 @@ def message_cycles(node: Linear, in_specs, out_specs, options, port: str, rows: 
     if port == "out0_grad":
         dw = n_out * words * rows + PIPE
         dump = HEADER_BEATS + n_out * (n_in + int(node.bias)) + 2
+        if options.dump_engine:  # the dump's beats are priced on the host link (report.link_beats)
+            return round(_dx_passed(node, rows, skip_dx) + dw + (n_out * words + COPY) / options.muf)
         return round(_dx_passed(node, rows, skip_dx) + dw + dump / options.muf)
     raise AmpHlsError(f"linear node '{node.name}' has no input port {port!r}")
 

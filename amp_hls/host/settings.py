@@ -15,6 +15,7 @@ instance leaves at one device node (a loop leaves one per trip), counted on the 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -126,7 +127,9 @@ def generation_options(spec, graph: GraphCore, options: DeviceOptions, *, muf_gi
         if splits is not None:
             per = messages_per_instance(place(graph), [spec.inputs(e) for e in splits.train[:sample]])
     if cache_given:
-        return sized_options(per, options.numerics, muf, mak=mak, cache_slots=options.cache_slots)
-    if mak is None and "mak" not in defaults:  # nothing says how many: as many as the default tables hold
-        return sized_options(per, options.numerics, muf, mak=None, cache_slots=options.cache_slots)
-    return sized_options(per, options.numerics, muf, mak=mak if mak is not None else int(defaults["mak"]))
+        sized = sized_options(per, options.numerics, muf, mak=mak, cache_slots=options.cache_slots)
+    elif mak is None and "mak" not in defaults:  # nothing says how many: as many as the default tables hold
+        sized = sized_options(per, options.numerics, muf, mak=None, cache_slots=options.cache_slots)
+    else:
+        sized = sized_options(per, options.numerics, muf, mak=mak if mak is not None else int(defaults["mak"]))
+    return dataclasses.replace(sized, dump_engine=options.dump_engine)  # what sizing leaves as given
