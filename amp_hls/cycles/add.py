@@ -20,6 +20,7 @@ from ..ir import EdgeSpec, Node
 from ..wire import Kind, beats_per_row
 from . import check_port
 
+WHOLE_JOIN_PER_PORT = True  # a forward port's cycles are the whole join (cycles.busy_cycles)
 PART_CYCLES = 4  # S_IDLE, S_HDR, S_STATE, S_LOOK
 EMIT_CYCLES = 2  # S_OHDR, S_OSTATE (forward) or S_GHDR, S_GSTATE (backward)
 

@@ -14,7 +14,9 @@ from collections.abc import Sequence
 
 from ..ir import EdgeSpec, Node
 from ..wire import Kind, beats_per_row, parts_on_beats
-from .add import EMIT_CYCLES, PART_CYCLES, join_ports
+from .add import EMIT_CYCLES, PART_CYCLES, WHOLE_JOIN_PER_PORT, join_ports
+
+__all__ = ["WHOLE_JOIN_PER_PORT", "message_cycles"]
 
 
 def message_cycles(

@@ -38,7 +38,8 @@ from ..ir.validate import strongly_connected
 from ..kinds import cycle_model
 from ..models.inputs import Inputs
 from ..placement import Placement
-from .report import Load, Pace, count_messages, link_beats, pace, safe_in_flight
+from . import busy_cycles
+from .report import Load, Pace, batched, count_messages, link_beats, safe_in_flight, turns_pace
 from .resources import (
     BOARD_RESOURCES,
     LABELS,
@@ -148,9 +149,11 @@ def structural_loads(placement: Placement) -> dict[str, Load]:
 def _node_cycles(kernel: NodeDesign, node, load: Load, options: DeviceOptions, n: int) -> float:  # noqa: ANN001
     model = cycle_model(node.kind)
     flag = {"skip_dx": True} if kernel.skip_dx else {}
-    return sum(count * model.message_cycles(node, list(kernel.in_specs), list(kernel.out_specs), options, port, rows,
-                                            **flag)
-               for (port, rows), count in load.items()) / n
+    per_port: dict[str, float] = {}
+    for (port, rows), count in load.items():
+        cycles = model.message_cycles(node, list(kernel.in_specs), list(kernel.out_specs), options, port, rows, **flag)
+        per_port[port] = per_port.get(port, 0.0) + count * cycles / n
+    return busy_cycles(node.kind, per_port)
 
 
 class _Pricer:
@@ -207,9 +210,11 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
             raise AmpHlsError(f"graph {graph.name!r} has a loop or an Ungroup: folding needs sample instances")
         loads, n = structural_loads(placement), 1
         mak = options.max_in_flight or options.cache_slots  # one message per node and instance
+        batches = [(loads, n)]
     else:
         loads, n = count_messages(placement, inputs, seed), len(inputs)
         mak = options.max_in_flight or safe_in_flight(placement, inputs, options.cache_slots)
+        batches = batched(placement, inputs, mak, seed)
     coefficients = coefficients or load_coefficients()
     pricer = _Pricer(design, design_resources(design, coefficients), coefficients, linears)
     budgets = {r: margin * board.resources.get(r, 0) for r in BOARD_RESOURCES}
@@ -256,7 +261,7 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
 
     def pace_of(period: int, choice: Mapping[str, int]) -> Pace:
         priced = {name: dataclasses.replace(nodes[name], parallelism=p) for name, p in choice.items()}  # type: ignore[type-var]
-        return pace(design, loads, n, mak, dataclasses.replace(options, muf=period), priced)
+        return turns_pace(design, loads, n, mak, batches, dataclasses.replace(options, muf=period), priced)
 
     def rate(period: int, choice: Mapping[str, int], cycles: dict[str, float]) -> float:
         slowest = max(max(cycles.values()), _busier_link(placement, loads, period, n))

@@ -7,6 +7,6 @@ once: its timing is add's (see ``amp_hls.cycles.add``).
 
 from __future__ import annotations
 
-from .add import message_cycles
+from .add import WHOLE_JOIN_PER_PORT, message_cycles
 
-__all__ = ["message_cycles"]
+__all__ = ["WHOLE_JOIN_PER_PORT", "message_cycles"]
