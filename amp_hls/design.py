@@ -138,6 +138,13 @@ def skips_dx(graph: GraphCore, name: str) -> bool:
     return edge is not None and graph.nodes[edge.src.node].kind == "source"
 
 
+def has_dump_engine(parallelism: int, options: DeviceOptions) -> bool:
+    """Whether a Linear of this parallelism gets the dump engine: asked for (``dump_engine``) and
+    P > 1, since its copy of G takes a word of P sums a cycle; at P = 1 it would take as many
+    cycles as the dump streams out, so that kernel dumps inline and spends no dump buffer."""
+    return options.dump_engine and parallelism > 1
+
+
 def dx_skipped(placement: Placement) -> frozenset[str]:
     """The device nodes that skip their dx (``skips_dx``)."""
     return frozenset(n for n in placement.device_nodes if skips_dx(placement.graph, n))

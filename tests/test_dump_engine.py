@@ -1,6 +1,6 @@
-"""The dump engine as a generate option: recorded in the manifest, built into the RTL Linears only
-(the hls flow is refused), set from the command line or ``[device] dump_engine``, and priced by
-the cycle and resource models. Its RTL is held bit-exact and timed by tests/test_rtl_linear.py
+"""The dump engine as a generate option: recorded in the manifest, built into the RTL Linears at
+parallelism above 1 only (the hls flow is refused), set from the command line or ``[device]
+dump_engine``, and priced by the cycle and resource models. Its RTL is held bit-exact and timed by tests/test_rtl_linear.py
 and, in a whole design, by tests/test_rtl_top.py."""
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ import pytest
 
 from amp_hls import api
 from amp_hls.cli import main
+from amp_hls.codegen.rtl import render_kernel
 from amp_hls.config import config_from_dict
 from amp_hls.cycles import message_cycles
 from amp_hls.cycles.folding import pin
 from amp_hls.cycles.resources import kernel_resources
-from amp_hls.design import DeviceOptions, build_design
+from amp_hls.design import DeviceOptions, build_design, has_dump_engine
 from amp_hls.models import MODELS
 
 OPTIONS = DeviceOptions(muf=64, cache_slots=16)
@@ -62,3 +63,12 @@ def test_the_models_price_it() -> None:
     assert inline_cycles - engine_cycles == pytest.approx((dump - node.out_features - 3) / OPTIONS.muf, abs=1)
     plain, with_engine = (kernel_resources(build_design(graph, o), "fc0") for o in (OPTIONS, engine))
     assert with_engine.lutram > plain.lutram and with_engine.lut > plain.lut
+
+
+def test_a_linear_at_parallelism_1_dumps_inline() -> None:
+    """Its copy would take as long as its dump: no dump buffer, the inline cycles."""
+    graph = MODELS["mlp"].build()  # every Linear at parallelism 1
+    engine = dataclasses.replace(OPTIONS, dump_engine=True)
+    assert not has_dump_engine(1, engine) and has_dump_engine(2, engine) and not has_dump_engine(2, OPTIONS)
+    assert "db_ram" not in render_kernel(build_design(graph, engine), "fc0")
+    assert message_cycles(graph, "fc0", engine, "out0_grad", 1) == message_cycles(graph, "fc0", OPTIONS, "out0_grad", 1)

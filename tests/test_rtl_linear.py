@@ -188,7 +188,8 @@ def test_linear_bit_exact(name: str, harness: tuple[Graph, Path], tmp_path: Path
 @pytest.mark.parametrize("name", NODES)
 def test_linear_bit_exact_with_the_dump_engine(name: str, engine_harness: tuple[Graph, Path], tmp_path: Path) -> None:
     """The same under stalls with G copied into the dump buffer: each dump as the numpy kernel's,
-    its weights version taken when it was due (a WEIGHTS load may come while it streams out)."""
+    its weights version taken when it was due (a WEIGHTS load may come while it streams out); fa,
+    at parallelism 1, dumps inline (``design.has_dump_engine``)."""
     _bit_exact(engine_harness, tmp_path, name, ENGINE.muf)
 
 

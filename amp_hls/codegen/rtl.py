@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..control import SATURATION_BITS, control_constants
-from ..design import DeviceDesign, index_bits, port_reads
+from ..design import DeviceDesign, has_dump_engine, index_bits, port_reads
 from ..errors import AmpHlsError
 from ..kinds import KINDS
 from ..memories import package_constants
@@ -127,6 +127,7 @@ def render_kernel(design: DeviceDesign, name: str) -> str:
         state_words=STATE_WORDS,
         state_word_bits=STATE_WORD_BITS,
         skip_dx=kernel.skip_dx,  # a Linear fed by a host source sends no in0_grad (design.skips_dx)
+        dump_engine=has_dump_engine(getattr(node, "parallelism", 1), options),  # a Linear's dump buffer
         loss_tables=loss_tables(options.numerics.data),  # a Loss kernel's exp/log tables
     )
 

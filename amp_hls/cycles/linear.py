@@ -15,6 +15,7 @@ for it: the host link, which carries every kernel's dumps, bounds that pace).
 
 from __future__ import annotations
 
+from ..design import has_dump_engine
 from ..errors import AmpHlsError
 from ..ir import Linear
 from ..wire import HEADER_BEATS, Kind, beats_per_row, elements_per_beat
@@ -50,7 +51,7 @@ def message_cycles(node: Linear, in_specs, out_specs, options, port: str, rows: 
     if port == "out0_grad":
         dw = n_out * words * rows + PIPE
         dump = HEADER_BEATS + n_out * (n_in + int(node.bias)) + 2
-        if options.dump_engine:  # the dump's beats are priced on the host link (report.link_beats)
+        if has_dump_engine(p, options):  # the dump's beats are priced on the host link (report.link_beats)
             return round(_dx_passed(node, rows, skip_dx) + dw + (n_out * words + COPY) / options.muf)
         return round(_dx_passed(node, rows, skip_dx) + dw + dump / options.muf)
     raise AmpHlsError(f"linear node '{node.name}' has no input port {port!r}")
