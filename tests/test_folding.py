@@ -141,6 +141,17 @@ def test_too_many_cache_slots_are_refused_with_the_mak_that_fits(mlp) -> None:  
         check_fit(graph, PYNQ, DeviceOptions(cache_slots=fit + 1, max_in_flight=fit + 1))
 
 
+def test_a_design_too_big_at_one_instance_is_told_no_smaller_tag_table() -> None:
+    """ggsnn-qm9 on kv260 at mak 1: the tag tables already hold one instance's 3 messages, so
+    fewer slots are no way out (they would hold no instance); the refusal says what is."""
+    graph = MODELS["ggsnn-qm9"].build()
+    with pytest.raises(FitError) as err:
+        fold(graph, load_board("kv260"), sample_inputs(graph, 3), DeviceOptions(cache_slots=3, max_in_flight=1))
+    text = str(err.value)
+    assert "does not fit kv260" in text and "BRAM36" in text
+    assert "--cache-slots" not in text and "a larger board, or a smaller model" in text
+
+
 def test_a_non_linear_bottleneck_is_named() -> None:
     """Eight 3-wide parts joined (each starts inside a beat: the row-buffer path) outweigh the
     Linear they feed once it has its 24 MACs: folding stops there and says so."""

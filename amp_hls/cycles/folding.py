@@ -347,7 +347,8 @@ def _misfit(design: DeviceDesign, board: Board, margin: float, used: DesignResou
     fixes = []
     slots = _slots_that_fit(design, board, margin, coefficients)
     per = options.cache_slots // options.max_in_flight if options.max_in_flight else None
-    if 0 < slots < options.cache_slots:  # fewer slots help (none at all: something else is too big)
+    # fewer slots help (none at all: something else is too big), but not below one instance's
+    if 0 < slots < options.cache_slots and (per is None or slots >= per):
         at = f"at most {slots} fit" + (f" (--mak {slots // per})" if per and slots >= per else "")
         fixes.append(f"--mak or --cache-slots (the tag tables hold {options.cache_slots} entries; {at})")
     pinned = [f"{n}={k.node.parallelism}" for n, k in design.nodes.items()  # type: ignore[attr-defined]
