@@ -285,10 +285,10 @@ def device_options(config: RunConfig | None = None, *, muf: int | None = None,
     tag tables and the dump engine from [device], the precision from [precision]), else
     DeviceOptions' defaults."""
     kwargs: dict[str, Any] = {}
-    if dump_engine is not None or "dump_engine" in (config.device if config is not None else {}):
-        kwargs["dump_engine"] = bool(dump_engine if dump_engine is not None else config.device["dump_engine"])  # type: ignore[union-attr]
     training = config.training if config is not None else {}
     device = config.device if config is not None else {}
+    if dump_engine is not None or "dump_engine" in device:
+        kwargs["dump_engine"] = bool(dump_engine if dump_engine is not None else device["dump_engine"])
     if muf is not None or "muf" in training:
         kwargs["muf"] = muf if muf is not None else training["muf"]
     if cache_slots is not None or "cache_slots" in device:

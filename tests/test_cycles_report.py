@@ -25,6 +25,7 @@ import pytest
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 
+from amp_hls import api
 from amp_hls.cli import main
 from amp_hls.codegen.boards import load_board
 from amp_hls.codegen.project import generate_project, open_project
@@ -32,12 +33,14 @@ from amp_hls.codegen.rtl import HARNESS, generate_rtl
 from amp_hls.cycles import linear as linear_cycles
 from amp_hls.cycles import message_cycles
 from amp_hls.cycles.report import (
+    batched,
     count_messages,
     cycle_report,
     format_measured,
     format_report,
     measure_project,
     measure_rtlsim,
+    merged,
     project_report,
     rtlsim_unavailable,
     safe_in_flight,
@@ -323,6 +326,25 @@ def test_measured_matches_the_model(tmp_path: Path) -> None:
     streamed = measure_rtlsim(tmp_path / "p", inputs, mak=32, streaming=True)
     assert streamed.instances == 32 and streamed.streaming and 0 < streamed.cycles <= measured.cycles
     assert "streaming host" in format_measured(report, streamed) and "model" not in format_measured(report, streamed)
+    doc = api.report_json(report, measured, streamed)
+    assert doc["measured"]["streaming"] is False and doc["measured_streaming"]["streaming"] is True
+    assert doc["measured_streaming"]["cycles"] == streamed.cycles
+
+
+def test_the_host_turns_batches_count_what_the_whole_sample_counts() -> None:
+    """The pace prices the sample in the host's batches (``batched``) and the whole sample from
+    their sum (``merged``): an instance's messages do not depend on the instances beside it."""
+    from amp_hls.models import MODELS
+    from amp_hls.placement import place
+
+    spec = MODELS["list-rnn"]
+    graph = spec.build()
+    inputs = sample_inputs(graph, 7, 0, spec)
+    whole = count_messages(place(graph), inputs)
+    for mak in (1, 3, 7):
+        batches = batched(place(graph), inputs, mak)
+        assert [k for _, k in batches] == [min(mak, 7 - i) for i in range(0, 7, mak)]
+        assert merged(batches) == (whole, 7)
 
 
 @pytest.mark.verilator
@@ -415,7 +437,6 @@ def test_a_tree_loop_is_measured_as_modelled(tmp_path: Path) -> None:
     backward. The model that added every leaf's embed to the loop said 85,507 cycles an instance
     here (+33%); measured 64,230. The caches are sized for one tree: a minute's build and run,
     where the default 64 slots took minutes to build."""
-    from amp_hls import api
     from amp_hls.cycles.report import pace
     from amp_hls.models import MODELS
     from amp_hls.runtime.traffic import messages_per_instance

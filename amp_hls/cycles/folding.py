@@ -39,7 +39,7 @@ from ..kinds import cycle_model
 from ..models.inputs import Inputs
 from ..placement import Placement
 from . import busy_cycles
-from .report import Load, Pace, batched, count_messages, link_beats, safe_in_flight, turns_pace
+from .report import Load, Pace, batched, link_beats, merged, safe_in_flight, turns_pace
 from .resources import (
     BOARD_RESOURCES,
     LABELS,
@@ -212,9 +212,9 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
         mak = options.max_in_flight or options.cache_slots  # one message per node and instance
         batches = [(loads, n)]
     else:
-        loads, n = count_messages(placement, inputs, seed), len(inputs)
         mak = options.max_in_flight or safe_in_flight(placement, inputs, options.cache_slots)
         batches = batched(placement, inputs, mak, seed)
+        loads, n = merged(batches)
     coefficients = coefficients or load_coefficients()
     pricer = _Pricer(design, design_resources(design, coefficients), coefficients, linears)
     budgets = {r: margin * board.resources.get(r, 0) for r in BOARD_RESOURCES}
@@ -349,7 +349,7 @@ def _misfit(design: DeviceDesign, board: Board, margin: float, used: DesignResou
     per = options.cache_slots // options.max_in_flight if options.max_in_flight else None
     # fewer slots help (none at all: something else is too big), but not below one instance's
     if 0 < slots < options.cache_slots and (per is None or slots >= per):
-        at = f"at most {slots} fit" + (f" (--mak {slots // per})" if per and slots >= per else "")
+        at = f"at most {slots} fit" + (f" (--mak {slots // per})" if per else "")
         fixes.append(f"--mak or --cache-slots (the tag tables hold {options.cache_slots} entries; {at})")
     pinned = [f"{n}={k.node.parallelism}" for n, k in design.nodes.items()  # type: ignore[attr-defined]
               if isinstance(k.node, Linear) and k.node.parallelism > 1]

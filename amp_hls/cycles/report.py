@@ -439,7 +439,6 @@ def pace(design: DeviceDesign, loads: dict[str, Load], n: int, mak: int, options
         node = nodes.get(name, graph.nodes[name])
         flag = {"skip_dx": True} if kernel.skip_dx else {}
         model = cycle_model(node.kind) if name in modelled else None
-        per_port_busy: dict[str, list[float]] = {}  # per instance: the kernel's cycles, with and without dump stalls
         per_port: dict[str, list[float]] = {}  # per instance, with and without dump stalls: latency, tail
         # and interval; and messages
         for (port, rows), count in loads[name].items():
@@ -450,9 +449,6 @@ def pace(design: DeviceDesign, loads: dict[str, Load], n: int, mak: int, options
             passed = getattr(model, "passed_cycles", None)  # only a Linear's differs from its cycles
             out = passed(*specs, options, port, rows, **flag) if passed else c
             spec = graph.input_spec(name, int(port[2:])) if ph == "forward" else graph.spec(name, int(port[3:-5]))
-            busy = per_port_busy.setdefault(port, [0.0, 0.0])
-            busy[0] += count * c / n
-            busy[1] += count * c0 / n
             beats = message_beats(Kind.DATA, rows, spec.width)
             acc = per_port.setdefault(port, [0.0] * 7)
             for k, x in enumerate((_on_path(min(out, c), beats), _on_path(c, beats), c,
@@ -463,8 +459,9 @@ def pace(design: DeviceDesign, loads: dict[str, Load], n: int, mak: int, options
         for ph in PHASES:
             ports = {p: v for p, v in per_port.items() if phase_of(p) == ph}
             joins = _joins(node, ph)
-            for k, into in enumerate((cycles, undumped)):
-                into[ph][name] = busy_cycles(node.kind, {p: v[k] for p, v in per_port_busy.items() if phase_of(p) == ph})
+            # the kernel's cycles (the ports' intervals), with and without dump stalls
+            cycles[ph][name] = busy_cycles(node.kind, {p: v[2] for p, v in ports.items()})
+            undumped[ph][name] = busy_cycles(node.kind, {p: v[5] for p, v in ports.items()})
             latency[ph][name] = Stage.of([(*v[0:3], v[6]) for v in ports.values()], joins)
             bare_latency[ph][name] = Stage.of([(*v[3:6], v[6]) for v in ports.values()], joins)
     link = phase_link_beats(placement, loads, options.muf)
@@ -496,6 +493,16 @@ def batched(placement: Placement, inputs: Sequence[Inputs], mak: int, seed: int 
     each with its own message counts and size."""
     return [(count_messages(placement, inputs[i:i + mak], seed), len(inputs[i:i + mak]))
             for i in range(0, len(inputs), mak)]
+
+
+def merged(batches: Sequence[tuple[dict[str, Load], int]]) -> tuple[dict[str, Load], int]:
+    """The whole sample's message counts and size, from its batches (``batched``): a message count
+    is the instance's own, so no second run of the sample."""
+    loads: dict[str, Load] = {}
+    for b, _ in batches:
+        for name, load in b.items():
+            loads[name] = loads.get(name, Counter()) + load
+    return loads, sum(k for _, k in batches)
 
 
 def turns_pace(design: DeviceDesign, loads: dict[str, Load], n: int, mak: int,
@@ -619,8 +626,9 @@ def cycle_report(design: DeviceDesign, board: Board, inputs: Sequence[Inputs], s
     ``board``'s clock and against its DSPs."""
     placement, options = design.placement, design.options
     graph = placement.graph
-    loads = count_messages(placement, inputs, seed)
-    n = len(inputs)
+    safe = safe_in_flight(placement, inputs, options.cache_slots)
+    batches = batched(placement, inputs, min(len(inputs), safe), seed)
+    loads, n = merged(batches)
     nodes = []
     for name in placement.device_nodes:
         node = graph.nodes[name]
@@ -644,12 +652,10 @@ def cycle_report(design: DeviceDesign, board: Board, inputs: Sequence[Inputs], s
         ))
     macs = sum(graph.nodes[nm].parallelism for nm in placement.device_nodes if isinstance(graph.nodes[nm], Linear))
     beats = {k: v / n for k, v in link_beats(placement, loads, options.muf).items()}
-    safe = safe_in_flight(placement, inputs, options.cache_slots)
     modelled = {x.name for x in nodes if x.modelled}
     return CycleReport(graph.name, board.name, board.clock_mhz, n, tuple(nodes), macs, beats,
-                       board.resources.get("dsp", 0), safe,
-                       turns_pace(design, loads, n, min(n, safe), batched(placement, inputs, min(n, safe), seed),
-                                  modelled=modelled))
+                       board.resources.get("dsp", 0), safe, turns_pace(design, loads, n, min(n, safe), batches,
+                                                                       modelled=modelled))
 
 
 def _num(x: float) -> str:
