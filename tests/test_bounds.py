@@ -168,3 +168,16 @@ def test_every_global_name_of_generated_code_is_in_the_naming_scheme(zoo_project
     # the scan found the boundary's and the nodes' code, so it reads what it should
     assert {"k_demux", "k_mux", "k_demux_step", "k_boundary_reset", "amp_top", "u_control", "u_demux"} <= seen
     assert {"k_head", "n_head", "u_head"} <= seen and any(n.startswith("u_fifo_") for n in seen)
+
+
+def test_no_name_inside_the_generated_cpp_has_a_nodes_form(zoo_projects):
+    """A kernel's own names (its statics, its locals) live in its node's namespace n_<node>: one of
+    the form n_... could be another node's namespace (a Linear's gradient counter was n_grads,
+    ambiguous beside a node called 'grads', found by tests/test_fuzz_graphs.py). Every identifier
+    of a generated-name form in the C++ must be a name the scheme gives a node or the boundary."""
+    word = re.compile(rf"\b(?:{KERNEL_PREFIX}|{NAMESPACE_PREFIX}|{INSTANCE_PREFIX})\w+")  # C++ tells case apart
+    for model, (graph, root) in zoo_projects.items():
+        mine = set().union(*(generated_names(n) for n in graph.nodes)) | BOUNDARY_GENERATED.keys()
+        for path in [*root.rglob("*.cpp"), *root.rglob("*.h")]:
+            stray = {w for w in word.findall(path.read_text()) if w.lower() not in mine}
+            assert not stray, f"{path.relative_to(root)} ({model}) names {sorted(stray)}: a node could generate them"
