@@ -250,9 +250,12 @@ def test_sigint_ends_the_job_with_one_line_saying_what_the_checkpoint_holds(job,
 
 def test_a_worker_done_early_waits_for_a_slow_one(job):
     # worker 2 is slowed down by stopping it for 1.2 s at a time (under the timeout, so it is never
-    # dropped); worker 1 finishes long before it and must wait, told by ALIVE that the server is
-    # still there, for the FINAL that lets everyone finalize
-    j = job(["mlp", "--epochs", "12", "--no-target", "--eval-every", "0.5"])
+    # dropped) from the first validation on, when both train; worker 1 finishes long before it and
+    # must wait, told by ALIVE that the server is still there, for the FINAL that lets everyone
+    # finalize. Each worker's share takes about 2 s at full pace, so worker 2 has most of it left
+    # when the stopping starts (12 epochs and a first validation at 0.5 s left it a few tenths of a
+    # second, and on a loaded machine it finished within the timeout of worker 1).
+    j = job(["mlp", "--epochs", "24", "--no-target", "--eval-every", "0.25"])
     j.wait_for(FIRST_VALIDATION)
     pid = j.pids()[2][1]
     while j.proc.poll() is None and not re.search(r"worker 2 done", j.output):
