@@ -259,6 +259,7 @@ def test_a_worker_done_early_waits_for_a_slow_one(job):
     j.wait_for(FIRST_VALIDATION)
     pid = j.pids()[2][1]
     while j.proc.poll() is None and not re.search(r"worker 2 done", j.output):
+        assert time.monotonic() - j.start < JOB_LIMIT, f"worker 2 not done within {JOB_LIMIT} s:\n{j.output}"
         try:
             os.kill(pid, signal.SIGSTOP)
             time.sleep(1.2)
