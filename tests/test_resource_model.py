@@ -96,6 +96,9 @@ def test_the_rtl_is_read_for_its_memories_and_tags() -> None:
     assert rm.read_rtl("module m; localparam integer A = 3, B = A * 2;\n  reg [B-1:0] r [0:A];\n"
                        "  amp_ram #(.W(B), .AW(A + 1)) u (\nendmodule", design.options.numerics).memories == (
         rm.Memory("u", 6, 16), rm.Memory("r", 6, 4, sync=False))
+    rom = rm.read_rtl("amp_rom #(.W(16), .AW(10), .DEPTH(1024)) t (", design.options.numerics).memories[0]
+    assert rom == rm.Memory("t", 16, 1024, rom=True) and rom.reads == 2  # one table, two lanes' reads
+    assert rom.in_bram and rom.bram36 == 0.5 and not rom.in_uram(True)  # one RAMB18; a URAM has no initial contents
     with pytest.raises(AmpHlsError, match="amp_ram u: W='N', AW='4' is not an integer constant"):
         rm.read_rtl("amp_ram #(.W(N), .AW(4)) u (", design.options.numerics)
 

@@ -74,10 +74,17 @@ class Memory:
     width: int
     depth: int
     sync: bool = True  # read synchronously (amp_ram, amp_rom): block RAM can hold it
+    rom: bool = False  # an amp_rom: two read ports, initialised, so never in URAM (which cannot be)
+
+    @property
+    def reads(self) -> int:
+        """Read ports: one block RAM serves two; LUT-RAM (or LUT logic) repeats its cells per port."""
+        return 2 if self.rom else 1
 
     @property
     def bits(self) -> int:
-        return self.width * self.depth
+        """Bits stored, once per read port (what LUT-RAM or flip-flops holding it would take)."""
+        return self.width * self.depth * self.reads
 
     def _blocks(self) -> tuple[float, int]:
         """(BRAM36, cost) of the cheapest block-RAM shape; a RAMB18 counts half a BRAM36."""
@@ -93,9 +100,9 @@ class Memory:
 
     @property
     def lutram_cells(self) -> int:
-        """RAM32M (6 bits x 32) or RAM64M (3 bits x 64) cells, the cheaper."""
-        return min(math.ceil(self.width / 6) * math.ceil(self.depth / 32),
-                   math.ceil(self.width / 3) * math.ceil(self.depth / 64))
+        """RAM32M (6 bits x 32) or RAM64M (3 bits x 64) cells, the cheaper, for every read port."""
+        return self.reads * min(math.ceil(self.width / 6) * math.ceil(self.depth / 32),
+                                math.ceil(self.width / 3) * math.ceil(self.depth / 64))
 
     @property
     def uram_blocks(self) -> int:
@@ -103,7 +110,7 @@ class Memory:
 
     def in_uram(self, use_uram: bool) -> bool:
         """Whether the RTL marks it for URAM (amp_ram's and amp_fifo's rule, amp_hls.memories)."""
-        return self.sync and in_uram(self.width, self.depth, use_uram)
+        return self.sync and not self.rom and in_uram(self.width, self.depth, use_uram)
 
     @property
     def in_bram(self) -> bool:
@@ -204,7 +211,7 @@ def read_rtl(text: str, numerics: Any) -> KernelRtl:  # noqa: ANN401
             tags += a * b
             columns += a * -(-b // tag_table_chunk_bits())
         else:
-            mems.append(Memory(name, a, 1 << b if module == "amp_ram" else b))
+            mems.append(Memory(name, a, 1 << b) if module == "amp_ram" else Memory(name, a, b, rom=True))
     for hi, lo, name, last in _ARRAY.findall(text):
         got = [_eval(x, env) for x in (hi, lo, last)]
         if None not in got:

@@ -1,11 +1,13 @@
-// amp_rom: a constant table read synchronously (the activation kernels' tanh/sigmoid tables).
-// Hand-written and shared by every generated design.
+// amp_rom: a constant table read synchronously through two ports (the activation kernels'
+// tanh/sigmoid tables, one ROM per two lanes of a beat). Hand-written and shared by every generated
+// design.
 //
 // DEPTH words of W bits, initialised from INIT (entry i at bits [IW*i +: IW], of which the low W
 // bits are kept; INIT comes from the generated package, e.g. amp_pkg::TANH_LUT, so the contents
-// are the Python table's), one synchronous read port: `raddr` with `re` in cycle t-1 gives the
-// word in cycle t; without `re`, rdata holds. The shape Yosys and Vivado map to a block-RAM ROM
-// (or LUT-RAM when small) instead of a mux tree. An address at or above DEPTH is never presented.
+// are the Python table's), two synchronous read ports a and b: `raddr_*` with `re` in cycle t-1
+// gives the word in cycle t; without `re`, both hold. The shape Yosys and Vivado map to one
+// block-RAM ROM (a RAMB18 serves both ports: half the block RAM of one ROM per lane), or to LUTs
+// when small, instead of a mux tree. An address at or above DEPTH is never presented.
 module amp_rom #(
     parameter integer W = 16,     // bits per word
     parameter integer AW = 10,    // address bits: DEPTH <= 2**AW
@@ -15,8 +17,10 @@ module amp_rom #(
 ) (
     input  wire          ap_clk,
     input  wire          re,
-    input  wire [AW-1:0] raddr,
-    output reg  [W-1:0]  rdata
+    input  wire [AW-1:0] raddr_a,
+    output reg  [W-1:0]  rdata_a,
+    input  wire [AW-1:0] raddr_b,
+    output reg  [W-1:0]  rdata_b
 );
   reg [W-1:0] mem [0:DEPTH-1];
 
@@ -26,6 +30,9 @@ module amp_rom #(
   end
 
   always @(posedge ap_clk) begin
-    if (re) rdata <= mem[raddr];
+    if (re) begin
+      rdata_a <= mem[raddr_a];
+      rdata_b <= mem[raddr_b];
+    end
   end
 endmodule
