@@ -102,6 +102,36 @@ inline void read_rows(Stream& s, uint32_t rows, int16_t buf[MAX_ROWS][W]) {
         }
 }
 
+// Payload rows added into an exact running sum, element by element (``first``: the sum starts
+// at them): a join whose result is the sum of its parts, in whatever order they arrive, keeps one
+// buffer instead of one per port (broadcast's gradients). Rows checked as read_rows does.
+template <int MAX_ROWS, int W>
+inline void add_rows(Stream& s, uint32_t rows, int32_t sum[MAX_ROWS][W], bool first) {
+    if (rows < 1 || rows > MAX_ROWS) AMP_FAIL("message rows outside [1, max_rows]");
+    for (uint32_t r = 0; r < rows; ++r)
+        for (int b = 0; b < (W + EPB16 - 1) / EPB16; ++b) {
+#pragma HLS PIPELINE II=1
+            const uint64_t d = beat_data(s.read());
+            for (int e = 0; e < EPB16; ++e) {
+#pragma HLS UNROLL
+                const int c = b * EPB16 + e;
+                if (c < W && r < (uint32_t)MAX_ROWS)
+                    sum[r][c] = (first ? 0 : sum[r][c]) + (int16_t)(uint16_t)(d >> (16 * e));
+            }
+        }
+}
+
+// Payload rows read and kept nowhere (a part whose values do not matter: an index edge's gradient).
+template <int MAX_ROWS, int W>
+inline void skip_rows(Stream& s, uint32_t rows) {
+    if (rows < 1 || rows > MAX_ROWS) AMP_FAIL("message rows outside [1, max_rows]");
+    const uint32_t beats = rows * ((W + EPB16 - 1) / EPB16);
+    for (uint32_t b = 0; b < beats; ++b) {
+#pragma HLS PIPELINE II=1
+        s.read();
+    }
+}
+
 // At most MAX_ROWS rows: after an error a row count may be out of range, never the index.
 template <int MAX_ROWS, int W>
 inline void write_rows(Stream& s, uint32_t rows, const int16_t buf[MAX_ROWS][W]) {
