@@ -105,7 +105,7 @@ def test_the_rtl_is_read_for_its_memories_and_tags() -> None:
 
 # kernels outside the calibration grid: (graph, node, cache slots, parallelism)
 HELD_OUT = [("mlp", "head", 8, 2), ("mlp", "act0", 8, None), ("list-rnn", "h", 8, None),
-            ("ggsnn-babi15", "prop_reset", 8, None)]
+            ("ggsnn-babi15", "prop_reset", 8, None), ("ggsnn-qm9", "prop_h_fan0", 8, None)]
 
 
 @pytest.mark.yosys

@@ -4,7 +4,8 @@ synthesising it, so that folding can price a candidate in microseconds (Yosys ta
 Each kernel is described by a few features read off its rendered RTL (``codegen.rtl``, the very
 text Yosys would get): a constant, the columns of its tag tables (``amp_tag_table``, a CAM in
 LUT-RAM: SLOTS x ceil(TW / CW) columns of one LUT each, CW read off hw/rtl/amp_tag_table.sv, and
-their AND trees; no tag flip-flops), the Linear MAC lanes (``parallelism``) and its memories
+their AND trees; no tag flip-flops), its stream ports (a handshake each, and a branch of the
+input select and output route), the Linear MAC lanes (``parallelism``) and its memories
 (``amp_ram``, ``amp_rom``, and plain arrays), with their widths and depths evaluated from the
 module's and ``amp_pkg``'s integer localparams. Each synchronous memory is placed as Yosys places
 it, by cost: block RAM when fewer RAMB36 cost less than the LUT-RAM cells (``synth_xilinx``'s
@@ -47,12 +48,13 @@ LABELS = {"lut": "LUT", "ff": "FF", "dsp": "DSP", "bram36": "BRAM36", "lutram": 
 # one: a constant; tags: thousands (1024) of tag-table CAM columns; lanes: a Linear's MACs; kbits: kilobits of
 # memory in LUT-RAM or flip-flops; akbits: those of plain arrays (read asynchronously, never in
 # block RAM); bram: RAMB36 of the memories in block RAM; uram: URAM288 blocks of those in URAM
-# (priced as themselves); routes: boundary routes
-FEATURES = ("one", "tags", "lanes", "kbits", "akbits", "bram", "uram", "routes")
+# (priced as themselves); routes: boundary routes; ports: a kernel's AXI-stream ports (a port's
+# handshake and its branch of the input select / output route: a 7-copy broadcast has 16)
+FEATURES = ("one", "tags", "lanes", "kbits", "akbits", "bram", "uram", "routes", "ports")
 # the features each resource is fitted on (a coefficient per feature and kind)
 USES: dict[str, tuple[str, ...]] = {
-    "lut": ("one", "tags", "lanes", "kbits", "routes"),
-    "ff": ("one", "tags", "lanes", "akbits", "routes"),  # not kbits: a memory moving to block RAM
+    "lut": ("one", "tags", "lanes", "kbits", "routes", "ports"),
+    "ff": ("one", "tags", "lanes", "akbits", "routes", "ports"),  # not kbits: a memory moving to block RAM
     # frees LUTs, and a fit on kbits would have the FFs drop with more slots
     "dsp": ("one", "lanes"),
     "bram36": ("one", "bram"),
@@ -243,17 +245,18 @@ def kernel_features(design: DeviceDesign, name: str, placement: str) -> dict[str
     found = kernel_rtl(design, name)
     lanes = getattr(node, "parallelism", 0) if node.kind == "linear" else 0
     return {"one": 1.0, "tags": found.tag_columns / 1024, "lanes": float(lanes), "routes": 0.0,
+            "ports": float(len(design.nodes[name].ports)),
             **memory_features(list(found.memories), placement, design.options.use_uram)}
 
 
 def fifo_features(address_bits: int, use_uram: bool = False) -> dict[str, float]:
     """One amp_fifo: 2**address_bits words of {TLAST, TDATA}, read synchronously."""
-    return {"one": 1.0, "tags": 0.0, "lanes": 0.0, "routes": 0.0,
+    return {"one": 1.0, "tags": 0.0, "lanes": 0.0, "routes": 0.0, "ports": 0.0,
             **memory_features([Memory("fifo", BEAT_BITS + 1, 1 << address_bits)], "cost", use_uram)}
 
 
 def boundary_features(routes: int) -> dict[str, float]:
-    return {"one": 1.0, "tags": 0.0, "lanes": 0.0, "routes": float(routes), "kbits": 0.0, "akbits": 0.0, "bram": 0.0,
+    return {"one": 1.0, "tags": 0.0, "lanes": 0.0, "routes": float(routes), "ports": 0.0, "kbits": 0.0, "akbits": 0.0, "bram": 0.0,
             "uram": 0.0}
 
 
