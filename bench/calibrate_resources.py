@@ -177,7 +177,21 @@ class Sample:
     seconds: float
 
 
-def kernel_samples(kind: str, log: Callable[[str], None], cache: Path | None = None) -> list[Sample]:
+Recorded = dict[str, dict[str, float]]  # a sample's label -> the Yosys counts the coefficient file recorded
+
+
+def _count(label: str, synth: Callable[[], Estimate], recorded: Recorded | None) -> tuple[dict[str, float], float, str]:
+    """The Yosys counts of one sample: synthesised (cached), or as ``recorded`` (a refit)."""
+    if recorded is None:
+        est = synth()
+        return measured(est), est.seconds, "cached" if est.cached else f"{est.seconds:.0f} s"
+    if label not in recorded:
+        raise AmpHlsError(f"--refit: the coefficient file records no Yosys counts for {label}: rerun without --refit")
+    return {r: float(v) for r, v in recorded[label].items()}, 0.0, "recorded"
+
+
+def kernel_samples(kind: str, log: Callable[[str], None], cache: Path | None = None,
+                   recorded: Recorded | None = None) -> list[Sample]:
     out = []
     for point in GRID[kind]:
         fixed = {point.node: point.parallelism} if point.parallelism else None
@@ -185,29 +199,32 @@ def kernel_samples(kind: str, log: Callable[[str], None], cache: Path | None = N
         kernel = design.nodes[point.node]
         if kernel.node.kind != kind:
             raise AmpHlsError(f"calibration grid: {point.label} is a {kernel.node.kind}, not a {kind}")
-        est = synth_kernel(design, point.node, cache)
+        counts, seconds, how = _count(point.label, lambda: synth_kernel(design, point.node, cache), recorded)
         feats = {p: rm.kernel_features(design, point.node, p) for p in rm.PLACEMENTS}
-        out.append(Sample(point.label, feats, measured(est), est.seconds))
-        log(f"  {point.label}: {_show(out[-1].measured)} ({'cached' if est.cached else f'{est.seconds:.0f} s'})")
+        out.append(Sample(point.label, feats, counts, seconds))
+        log(f"  {point.label}: {_show(counts)} ({how})")
     return out
 
 
-def boundary_samples(part: str, log: Callable[[str], None], cache: Path | None = None) -> list[Sample]:
+def boundary_samples(part: str, log: Callable[[str], None], cache: Path | None = None,
+                     recorded: Recorded | None = None) -> list[Sample]:
     out = []
     if part == "fifo":
         for bits in FIFO_BITS:
-            est = synth_fifo(bits, cache)
-            out.append(Sample(f"amp_fifo AW={bits}", {p: rm.fifo_features(bits) for p in rm.PLACEMENTS}, measured(est), est.seconds))
-            log(f"  amp_fifo AW={bits}: {_show(out[-1].measured)}")
+            label = f"amp_fifo AW={bits}"
+            counts, seconds, _ = _count(label, lambda: synth_fifo(bits, cache), recorded)
+            out.append(Sample(label, {p: rm.fifo_features(bits) for p in rm.PLACEMENTS}, counts, seconds))
+            log(f"  {label}: {_show(counts)}")
         return out
     top = {"demux": "k_demux", "mux": "k_mux", "control": "amp_control"}[part]
     for graph, slots in BOUNDARY_DESIGNS:
         design = design_of(graph, slots)
         routes = {"demux": len(design.wiring.demux_routes), "mux": len(design.wiring.mux_routes),
                   "control": len(design.device_nodes)}[part]
-        est = synth_boundary(design, top, cache)
-        out.append(Sample(f"{graph}:{top}", {p: rm.boundary_features(routes) for p in rm.PLACEMENTS}, measured(est), est.seconds))
-        log(f"  {graph}:{top} ({routes} routes): {_show(out[-1].measured)}")
+        label = f"{graph}:{top}"
+        counts, seconds, _ = _count(label, lambda: synth_boundary(design, top, cache), recorded)
+        out.append(Sample(label, {p: rm.boundary_features(routes) for p in rm.PLACEMENTS}, counts, seconds))
+        log(f"  {label} ({routes} routes): {_show(counts)}")
     return out
 
 
@@ -226,12 +243,17 @@ PARSIMONY = 0.02  # relative error a feature must buy to be kept: collinear feat
 CEILINGS = {("lut", "kbits"): 32.0, ("lutram", "kbits"): 32.0}
 
 
+def _fitted_count(counts: dict[str, float], r: str) -> float:
+    """What a row's ``r`` coefficients price: LUT without its LUT-RAM (the model adds that back)."""
+    return counts["lut"] - counts["lutram"] if r == "lut" else counts[r]
+
+
 def fit_resource(samples: list[Sample], placement: str, r: str) -> tuple[dict[str, float], float]:
     """Non-negative least squares on relative error over the subset of ``USES[r]`` (the constant
     always in) that explains the samples best for its size; the coefficients and the mean error."""
     names = rm.USES[r]
     a_all = np.array([[s.features[placement][f] for f in names] for s in samples])
-    y = np.array([s.measured[r] for s in samples])
+    y = np.array([_fitted_count(s.measured, r) for s in samples])
     w = 1.0 / np.maximum(y, 10.0)  # relative error, a floor for the near-zero ones
     best: tuple[float, dict[str, float], float] | None = None
     for size in range(1, len(names) + 1):
@@ -257,13 +279,11 @@ def fit(samples: list[Sample], placements: tuple[str, ...] = rm.PLACEMENTS) -> t
     """The row (and its mean relative error over LUT, FF and BRAM36) of the better placement."""
     best: tuple[rm.Row, float] | None = None
     for placement in placements:
-        coefficients, errors = {}, []
-        for r in rm.RESOURCES:
-            coefficients[r], error = fit_resource(samples, placement, r)
-            if r in ("lut", "ff", "bram36"):
-                errors.append(error)
+        coefficients = {r: fit_resource(samples, placement, r)[0] for r in rm.RESOURCES}
         row = rm.Row(coefficients, placement)
-        score = float(np.mean(errors))
+        priced = [row.price(s.features[placement]) for s in samples]
+        score = float(np.mean([abs(getattr(p, r) - s.measured[r]) / max(s.measured[r], 10.0)  # the total LUT
+                               for r in ("lut", "ff", "bram36") for p, s in zip(priced, samples)]))
         if best is None or score < best[1] - 1e-9:
             best = (row, score)
     assert best is not None
@@ -282,6 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kinds", nargs="+", help="refit only these kinds / boundary parts (default: all)")
     ap.add_argument("--out", type=Path, default=rm.COEFFICIENTS_FILE)
+    ap.add_argument("--refit", action="store_true",
+                    help="synthesise nothing: fit again on the Yosys counts the coefficient file recorded "
+                         "(only while it was fitted on today's RTL; for a change of the model's features or fit)")
     args = ap.parse_args(argv)
     every = [*rm.priced_kinds(), *rm.BOUNDARY]
     wanted = args.kinds or every
@@ -295,12 +318,19 @@ def main(argv: list[str] | None = None) -> int:
     doc: dict[str, Any] = {"schema": rm.COEFFICIENTS_SCHEMA, "family": FAMILY, "kinds": dict(old.get("kinds", {})),
                            "boundary": dict(old.get("boundary", {})), "fit": dict(old.get("fit", {})),
                            "rtl": "partial", "calibrated": old.get("calibrated", "partial")}  # until the end
+    recorded: Recorded | None = None
+    if args.refit:
+        if old.get("rtl") != rtl_key():
+            raise SystemExit(f"--refit: {args.out} was fitted on RTL {old.get('rtl')!r}, today's is {rtl_key()}: "
+                             "its Yosys counts are not today's; rerun without --refit")
+        recorded = {s["point"]: s["yosys"] for f in old.get("fit", {}).values() for s in f.get("samples", [])}
     start = time.time()
     failed = []
     for name in wanted:
         print(f"{name}:", flush=True)
         try:
-            samples = (kernel_samples(name, print) if name in GRID else boundary_samples(name, print))
+            samples = (kernel_samples(name, print, recorded=recorded) if name in GRID
+                       else boundary_samples(name, print, recorded=recorded))
         except AmpHlsError as exc:
             failed.append(name)
             print(f"  FAILED, keeping the previous row: {str(exc).splitlines()[0]}", flush=True)
@@ -310,11 +340,18 @@ def main(argv: list[str] | None = None) -> int:
         doc["fit"][name] = {"placement": row.placement, "mean_relative_error": round(score, 4),
                             "samples": [{"point": s.label, "yosys": s.measured,
                                          "model": row.price(s.features[row.placement]).to_json()} for s in samples]}
-        doc["fit"][name]["calibrated"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        if recorded is None:
+            doc["fit"][name]["calibrated"] = now
+        else:  # the counts are the earlier synthesis's
+            doc["fit"][name] |= {"calibrated": old["fit"][name].get("calibrated", "unknown"), "refitted": now}
         print(f"  fit ({row.placement}): mean relative error {score:.1%}", flush=True)
         args.out.write_text(json.dumps(doc, indent=1) + "\n")  # an interrupted run keeps what it refitted
     doc["rtl"] = rtl_key() if not failed and set(wanted) == set(every) else "partial"
-    doc["calibrated"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    if recorded is None:
+        doc["calibrated"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    else:
+        doc["refitted"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     doc["failed"] = failed
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {args.out} in {time.time() - start:.0f} s" + (f"; FAILED: {', '.join(failed)}" if failed else ""))

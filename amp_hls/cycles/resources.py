@@ -39,8 +39,10 @@ from ..resources import hw_dir, templates_dir
 from ..wire import BEAT_BITS
 
 COEFFICIENTS_FILE = Path(__file__).with_name("resource_coefficients.json")
-COEFFICIENTS_SCHEMA = "amp-hls.resource-coefficients"
+COEFFICIENTS_SCHEMA = "amp-hls.resource-coefficients/2"  # /2: the "lut" rows price logic LUTs, LUT-RAM added
 RESOURCES = ("lut", "ff", "dsp", "bram36", "lutram")  # the fitted ones; lutram: LUTs used as memory, part of lut
+# (its "lut" row prices the logic LUTs alone: a kernel's LUT is that plus its LUT-RAM, so whatever adds
+# LUT-RAM, a dump buffer or a deeper cache, adds LUTs, as it does in Yosys' and Vivado's counts)
 # uram: URAM288 blocks, counted exactly off the memories' shapes (amp_hls.memories), not fitted
 MEASURES = (*RESOURCES, "uram")
 BOARD_RESOURCES = ("lut", "ff", "dsp", "bram36", "uram")  # the ones a board budgets (hw/boards/*.json)
@@ -269,7 +271,7 @@ class Row:
 
     def price(self, features: Mapping[str, float]) -> Resources:
         fitted = {r: sum(c * features[f] for f, c in self.coefficients[r].items()) for r in RESOURCES}
-        return Resources(**fitted, uram=features["uram"])
+        return Resources(**{**fitted, "lut": fitted["lut"] + fitted["lutram"]}, uram=features["uram"])
 
 
 @dataclass(frozen=True)
