@@ -199,7 +199,7 @@ def kernel_samples(kind: str, log: Callable[[str], None], cache: Path | None = N
         kernel = design.nodes[point.node]
         if kernel.node.kind != kind:
             raise AmpHlsError(f"calibration grid: {point.label} is a {kernel.node.kind}, not a {kind}")
-        counts, seconds, how = _count(point.label, lambda: synth_kernel(design, point.node, cache), recorded)
+        counts, seconds, how = _count(point.label, lambda d=design, n=point.node: synth_kernel(d, n, cache), recorded)
         feats = {p: rm.kernel_features(design, point.node, p) for p in rm.PLACEMENTS}
         out.append(Sample(point.label, feats, counts, seconds))
         log(f"  {point.label}: {_show(counts)} ({how})")
@@ -212,7 +212,7 @@ def boundary_samples(part: str, log: Callable[[str], None], cache: Path | None =
     if part == "fifo":
         for bits in FIFO_BITS:
             label = f"amp_fifo AW={bits}"
-            counts, seconds, _ = _count(label, lambda: synth_fifo(bits, cache), recorded)
+            counts, seconds, _ = _count(label, lambda b=bits: synth_fifo(b, cache), recorded)
             out.append(Sample(label, {p: rm.fifo_features(bits) for p in rm.PLACEMENTS}, counts, seconds))
             log(f"  {label}: {_show(counts)}")
         return out
@@ -222,7 +222,7 @@ def boundary_samples(part: str, log: Callable[[str], None], cache: Path | None =
         routes = {"demux": len(design.wiring.demux_routes), "mux": len(design.wiring.mux_routes),
                   "control": len(design.device_nodes)}[part]
         label = f"{graph}:{top}"
-        counts, seconds, _ = _count(label, lambda: synth_boundary(design, top, cache), recorded)
+        counts, seconds, _ = _count(label, lambda d=design: synth_boundary(d, top, cache), recorded)
         out.append(Sample(label, {p: rm.boundary_features(routes) for p in rm.PLACEMENTS}, counts, seconds))
         log(f"  {label} ({routes} routes): {_show(counts)}")
     return out

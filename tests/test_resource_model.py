@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
@@ -118,3 +119,34 @@ def test_the_model_is_within_a_quarter_of_yosys(graph: str, node: str, slots: in
     for r in ("lut", "ff", "dsp", "bram36"):
         want, got = yosys[r], getattr(model, r)
         assert abs(got - want) <= max(0.25 * want, 1.0 if r in ("dsp", "bram36") else 25.0), (r, got, want)
+
+
+def test_the_rows_are_the_fit_of_the_counts_the_file_records(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--refit`` on the recorded Yosys counts gives back every row: the file was fitted by this
+    code on these features (a change of the model's features or fit that is not refitted fails
+    here). Only while the file was fitted on today's RTL; refused otherwise."""
+    doc = json.loads(rm.COEFFICIENTS_FILE.read_text())
+    copy = tmp_path / "coefficients.json"
+    if doc["rtl"] != cal.rtl_key():
+        copy.write_text(json.dumps(doc))
+        with pytest.raises(SystemExit, match="not today's; rerun without --refit"):
+            cal.main(["--refit", "--out", str(copy)])
+        pytest.skip("the coefficient file was fitted on other RTL: make calibrate-resources")
+    copy.write_text(json.dumps(doc))
+    assert cal.main(["--refit", "--out", str(copy)]) == 0
+    capsys.readouterr()
+    again = json.loads(copy.read_text())
+    assert again["rtl"] == doc["rtl"] and again["calibrated"] == doc["calibrated"] and again["refitted"]
+    for part in ("kinds", "boundary"):
+        for name, row in doc[part].items():
+            for r in rm.RESOURCES:
+                assert again[part][name][r] == pytest.approx(row[r], rel=1e-4, abs=1e-4), (name, r)
+
+
+def test_a_kernels_lut_holds_its_lut_ram() -> None:
+    """A row prices the logic LUTs; the LUT-RAM is added, so no kernel has less LUT than LUT-RAM."""
+    for kind, points in cal.GRID.items():
+        p = points[0]
+        design = cal.design_of(p.graph, p.slots, {p.node: p.parallelism} if p.parallelism else None)
+        used = rm.kernel_resources(design, p.node)
+        assert used.lut >= used.lutram, kind
