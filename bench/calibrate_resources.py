@@ -243,19 +243,17 @@ PARSIMONY = 0.02  # relative error a feature must buy to be kept: collinear feat
 CEILINGS = {("lut", "kbits"): 32.0, ("lutram", "kbits"): 32.0}
 
 
-def _fitted_count(counts: dict[str, float], r: str) -> float:
-    """What a row's ``r`` coefficients price: LUT without its LUT-RAM (the model adds that back)."""
-    return counts["lut"] - counts["lutram"] if r == "lut" else counts[r]
+ERROR_FLOOR = 10.0  # relative errors are taken against at least this count (the near-zero ones)
 
 
-def fit_resource(samples: list[Sample], placement: str, r: str) -> tuple[dict[str, float], float]:
+def fit_resource(samples: list[Sample], placement: str, r: str) -> dict[str, float]:
     """Non-negative least squares on relative error over the subset of ``USES[r]`` (the constant
-    always in) that explains the samples best for its size; the coefficients and the mean error."""
+    always in) that explains the samples best for its size: its coefficients."""
     names = rm.USES[r]
     a_all = np.array([[s.features[placement][f] for f in names] for s in samples])
-    y = np.array([_fitted_count(s.measured, r) for s in samples])
-    w = 1.0 / np.maximum(y, 10.0)  # relative error, a floor for the near-zero ones
-    best: tuple[float, dict[str, float], float] | None = None
+    y = np.array([rm.fitted_count(s.measured, r) for s in samples])
+    w = 1.0 / np.maximum(y, ERROR_FLOOR)
+    best: tuple[float, dict[str, float]] | None = None
     for size in range(1, len(names) + 1):
         for subset in itertools.combinations(range(len(names)), size):
             if names.index("one") not in subset and "one" in names:
@@ -263,26 +261,25 @@ def fit_resource(samples: list[Sample], placement: str, r: str) -> tuple[dict[st
             a = a_all[:, subset]
             upper = [CEILINGS.get((r, names[i]), np.inf) for i in subset]
             x = lsq_linear(a * w[:, None], y * w, bounds=(0.0, upper)).x
-            error = float(np.mean(np.abs(a @ x - y) * w))
-            score = error + PARSIMONY * size
+            score = float(np.mean(np.abs(a @ x - y) * w)) + PARSIMONY * size
             if best is None or score < best[0] - 1e-12:
                 coefficients = dict.fromkeys(names, 0.0)
                 coefficients.update({names[i]: round(float(v), 6) for i, v in zip(subset, x)})
-                best = (score, coefficients, error)
+                best = (score, coefficients)
     assert best is not None
     if r == "bram36" and not a_all[:, names.index("bram")].any():  # no point of the grid holds a
         best[1]["bram"] = 1.0  # memory in block RAM: the cost rule's count stands
-    return best[1], best[2]
+    return best[1]
 
 
 def fit(samples: list[Sample], placements: tuple[str, ...] = rm.PLACEMENTS) -> tuple[rm.Row, float]:
     """The row (and its mean relative error over LUT, FF and BRAM36) of the better placement."""
     best: tuple[rm.Row, float] | None = None
     for placement in placements:
-        coefficients = {r: fit_resource(samples, placement, r)[0] for r in rm.RESOURCES}
+        coefficients = {r: fit_resource(samples, placement, r) for r in rm.RESOURCES}
         row = rm.Row(coefficients, placement)
         priced = [row.price(s.features[placement]) for s in samples]
-        score = float(np.mean([abs(getattr(p, r) - s.measured[r]) / max(s.measured[r], 10.0)  # the total LUT
+        score = float(np.mean([abs(getattr(p, r) - s.measured[r]) / max(s.measured[r], ERROR_FLOOR)  # the total LUT
                                for r in ("lut", "ff", "bram36") for p, s in zip(priced, samples)]))
         if best is None or score < best[1] - 1e-9:
             best = (row, score)

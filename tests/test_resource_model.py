@@ -143,10 +143,15 @@ def test_the_rows_are_the_fit_of_the_counts_the_file_records(tmp_path: Path, cap
                 assert again[part][name][r] == pytest.approx(row[r], rel=1e-4, abs=1e-4), (name, r)
 
 
-def test_a_kernels_lut_holds_its_lut_ram() -> None:
-    """A row prices the logic LUTs; the LUT-RAM is added, so no kernel has less LUT than LUT-RAM."""
-    for kind, points in cal.GRID.items():
-        p = points[0]
-        design = cal.design_of(p.graph, p.slots, {p.node: p.parallelism} if p.parallelism else None)
-        used = rm.kernel_resources(design, p.node)
-        assert used.lut >= used.lutram, kind
+def test_lut_ram_a_row_prices_is_priced_in_lut_too() -> None:
+    """Every row, at any features: a kilobit more memory in LUT-RAM adds to LUT at least the
+    LUT-RAM it adds (LUT-RAM is part of LUT). The rows fitted on total LUT broke this: the Linear's
+    priced 22.6 LUT-RAM a kilobit and no LUT."""
+    c = rm.load_coefficients()
+    base = {f: 1.0 for f in rm.FEATURES}
+    more = {**base, "kbits": base["kbits"] + 1.0}
+    for name, row in [*c.kinds.items(), *c.boundary.items()]:
+        before, after = row.price(base), row.price(more)
+        assert after.lut - before.lut >= after.lutram - before.lutram - 1e-9, name
+        assert rm.fitted_count({"lut": after.lut, "lutram": after.lutram}, "lut") == pytest.approx(
+            sum(k * more[f] for f, k in row.coefficients["lut"].items())), name

@@ -274,6 +274,12 @@ class Row:
         return Resources(**{**fitted, "lut": fitted["lut"] + fitted["lutram"]}, uram=features["uram"])
 
 
+def fitted_count(counts: Mapping[str, float], r: str) -> float:
+    """The part of a synthesis count ``counts[r]`` that a row's ``r`` coefficients price (what
+    ``Row.price`` adds back): the LUTs without the LUT-RAM among them, every other count whole."""
+    return counts["lut"] - counts["lutram"] if r == "lut" else counts[r]
+
+
 @dataclass(frozen=True)
 class Coefficients:
     """The coefficient file: one row per device kind and per boundary part, and how it was made."""
