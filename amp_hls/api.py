@@ -13,16 +13,17 @@ functions, with the same objects (tutorial: docs/your-model.md)::
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .codegen.boards import Board
 from .codegen.estimate import Estimate
 from .codegen.project import BoardProject
 from .config import RunConfig
-from .cycles.folding import Folding
+from .cycles.folding import FitError, Folding
 from .cycles.report import RAISE_MAK, CycleReport, Measured
 from .datasets import DATA_FORMATS, Example, Splits, load_dataset
 from .design import DeviceOptions
@@ -30,6 +31,7 @@ from .distributed import DistributedOptions
 from .errors import AmpHlsError
 from .extras import require
 from .ir import GraphCore, load
+from .memories import LUTRAM_DEPTHS
 from .models import MODELS, ModelSpec
 from .models.loader import load_model_file
 from .numerics import NumericConfig, Precision
@@ -46,6 +48,7 @@ from .runtime.report import (
 from .runtime.trainer import EpochRecord, Evaluation, TrainConfig, Trainer, TrainerBase
 
 DEFAULT_BOARD = "pynq-z2"
+T = TypeVar("T")
 MODEL_SUFFIX = ".py"  # a model file (``model()`` returns a ModelSpec); a graph file is .json
 
 
@@ -280,11 +283,12 @@ def predict(trained: TrainerBase | Predictor, examples: Sequence[Example]) -> li
 
 
 def device_options(config: RunConfig | None = None, *, muf: int | None = None,
-                   cache_slots: int | None = None, dump_engine: bool | None = None) -> DeviceOptions:
+                   cache_slots: int | None = None, dump_engine: bool | None = None,
+                   lutram_depth: int | None = None) -> DeviceOptions:
     """A generated device's options: each given here, else in ``config`` (muf from [training], the
     tag tables and the dump engine from [device], the precision from [precision]), else
     DeviceOptions' defaults."""
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = {} if lutram_depth is None else {"lutram_depth": lutram_depth}
     training = config.training if config is not None else {}
     device = config.device if config is not None else {}
     if dump_engine is not None or "dump_engine" in device:
@@ -367,8 +371,6 @@ def fitting_options(model: str | Path | ModelSpec | GraphCore, board: str, optio
     tables let the design fit ``board`` (resource model, every Linear at its pinned or least
     parallelism), and the mak it was lowered from (None: it fits as it is). FitError, naming the
     resource, when not even one instance in flight fits."""
-    import dataclasses
-
     from .codegen.boards import load_board
     from .cycles.folding import check_fit, largest_fitting_mak
 
@@ -388,32 +390,93 @@ def fitting_options(model: str | Path | ModelSpec | GraphCore, board: str, optio
 def fold_fitting(model: str | Path | ModelSpec | GraphCore, board: str, options: DeviceOptions, *,
                  config: RunConfig | None = None, target_rate: float | None = None,
                  parallelism: Mapping[str, int] | None = None,
-                 muf: int | None = None) -> tuple[Folding, DeviceOptions]:
+                 muf: int | None = None, lutram_depth: int | None = None) -> tuple[Folding, DeviceOptions]:
     """``fold_for`` at ``options``' mak when its tag tables fit ``board``; else the mak is lowered
     (``fitting_options``) and traded against MACs: of the most that fit and fewer
     (``mak_candidates``), the fastest predicted folding (tag tables and MAC lanes share the board;
     fewer in flight leave room for more MACs but pay their round trip, the latency-priced pace),
-    the larger mak on a tie within 5%. The folding records the mak it was lowered from."""
-    import dataclasses
+    the larger mak on a tie within 5%. The folding records the mak it was lowered from, and the
+    options returned the mak and where the memories go.
 
+    ``lutram_depth`` pins where shallow memories go (amp_hls.memories); None: block RAM, unless
+    block RAM stopped the folding or lowered the mak, when each of ``LUTRAM_DEPTHS`` is tried
+    too (it frees block RAM for MACs and tag tables) and the fastest taken (the shallower limit,
+    fewer LUTs, within ``LUTRAM_TIE``)."""
+    def at(depth: int) -> tuple[Folding, DeviceOptions]:
+        return _fold_fitting_at(model, board, dataclasses.replace(options, lutram_depth=depth), config=config,
+                                target_rate=target_rate, parallelism=parallelism, muf=muf)
+
+    if lutram_depth is not None:
+        return at(lutram_depth)
+    return _fastest_placement(at, lambda t: t[0], lambda f: "bram36" in (f.limit, f.mak_limit))
+
+
+def _fastest_placement(at: Callable[[int], T], folding_of: Callable[[T], Folding], bounded: Callable[[Folding], bool]) -> T:
+    """``at(0)`` (memories in block RAM), unless block RAM is what does not fit or what ``bounded``
+    says stopped it: then also ``at`` each of ``LUTRAM_DEPTHS`` (memories of at most that many
+    words in LUT-RAM), the fastest kept, the shallower limit (fewer LUTs) within ``LUTRAM_TIE``."""
+    tried: list[T] = []
+    try:
+        tried.append(at(0))
+    except FitError as exc:
+        if exc.resource != "bram36":
+            raise
+        refused = exc
+    if tried and not bounded(folding_of(tried[0])):
+        return tried[0]
+    for depth in LUTRAM_DEPTHS:
+        try:
+            tried.append(at(depth))
+        except FitError:
+            continue
+    if not tried:
+        raise refused
+    best = max(folding_of(t).instances_per_s for t in tried)
+    return next(t for t in tried if folding_of(t).instances_per_s >= LUTRAM_TIE * best)
+
+
+def _fold_fitting_at(model: str | Path | ModelSpec | GraphCore, board: str, options: DeviceOptions, *,
+                     config: RunConfig | None, target_rate: float | None,
+                     parallelism: Mapping[str, int] | None, muf: int | None) -> tuple[Folding, DeviceOptions]:
+    """``fold_fitting`` with the memories where ``options`` put them."""
+    depth = options.lutram_depth
     fitted, lowered = fitting_options(model, board, options, config=config, parallelism=parallelism)
     if lowered is None:
         return fold_for(model, board, options=options, config=config, target_rate=target_rate,
-                        parallelism=parallelism, muf=muf), options
+                        parallelism=parallelism, muf=muf, lutram_depth=depth), options
     per = options.cache_slots // lowered
     tried = []
     for mak in mak_candidates(fitted.max_in_flight or 1):
         trial = dataclasses.replace(fitted, cache_slots=mak * per, max_in_flight=mak)
         tried.append((fold_for(model, board, options=trial, config=config, target_rate=target_rate,
-                               parallelism=parallelism, muf=muf), trial))
+                               parallelism=parallelism, muf=muf, lutram_depth=depth), trial))
     best = max(f.instances_per_s for f, _ in tried)
     folding, chosen = next((f, o) for f, o in tried if f.instances_per_s >= 0.95 * best)
     # "raise --mak" would mislead: every mak above the most that fit was refused for its tag tables
     bound = folding.bound.replace(RAISE_MAK, f"a larger mak does not fit {board} (its tag tables; "
                                              f"mak {lowered} was lowered to {fitted.max_in_flight})")
-    return dataclasses.replace(folding, mak_lowered_from=lowered, bound=bound), chosen
+    return dataclasses.replace(folding, mak_lowered_from=lowered, bound=bound,
+                               mak_limit=_mak_limit(model, board, fitted, per, config, parallelism)), chosen
 
 
+def _mak_limit(model: str | Path | ModelSpec | GraphCore, board: str, fitted: DeviceOptions, per: int,
+               config: RunConfig | None, parallelism: Mapping[str, int] | None) -> str | None:
+    """The resource that one more instance in flight than ``fitted``'s would take past the board
+    (every Linear at its pinned or least parallelism): what lowered the mak."""
+    from .codegen.boards import load_board
+    from .cycles.folding import check_fit
+
+    graph, pinned = _graph_and_pins(model, config, parallelism)
+    mak = (fitted.max_in_flight or 0) + 1
+    try:
+        check_fit(_pinned(graph, pinned), load_board(board),
+                  dataclasses.replace(fitted, cache_slots=mak * per, max_in_flight=mak))
+    except FitError as exc:
+        return exc.resource
+    return None
+
+
+LUTRAM_TIE = 0.98  # fold_for keeps memories in block RAM (or the shallower LUT-RAM limit) within 2% of the fastest
 EVERY_MAK_UP_TO = 8  # fold_fitting tries every mak up to this, then halvings of the most that fit
 
 
@@ -428,10 +491,15 @@ def mak_candidates(most: int) -> list[int]:
 def fold_for(model: str | Path | ModelSpec | GraphCore, board: str, *, options: DeviceOptions | None = None,
              config: RunConfig | None = None, target_rate: float | None = None,
              parallelism: Mapping[str, int] | None = None, muf: int | None = None,
-             instances: int = 16, seed: int = 0) -> Folding:
+             instances: int = 16, seed: int = 0, lutram_depth: int | None = None) -> Folding:
     """Fold a model's graph for ``board`` (``cycles/folding.py``): the parallelism of each Linear
     (``parallelism`` and ``config``'s [nodes] pinned), the dump period (``muf`` pinned), priced on
-    ``instances`` of the model's data (a static graph needs none). FitError when it cannot fit."""
+    ``instances`` of the model's data (a static graph needs none). FitError when it cannot fit.
+
+    ``lutram_depth`` pins where shallow memories go (amp_hls.memories); None: block RAM, unless
+    block RAM is what stops the folding (or what does not fit), when each of ``LUTRAM_DEPTHS`` is
+    tried too and the fastest folding taken (the shallower limit, fewer LUTs, within
+    ``LUTRAM_TIE``)."""
     from .codegen.boards import load_board
     from .cycles.folding import fold, is_static
     from .cycles.report import sample_inputs
@@ -446,7 +514,15 @@ def fold_for(model: str | Path | ModelSpec | GraphCore, board: str, *, options: 
         spec = model if isinstance(model, ModelSpec) else (load_model(model) if not isinstance(model, GraphCore)
                                                            and Path(str(model)).suffix != ".json" else None)
         inputs = sample_inputs(graph, instances, seed, spec)
-    return fold(graph, load_board(board), inputs, options, target_rate=target_rate, fixed=pinned, muf=muf, seed=seed)
+    board_spec = load_board(board)
+
+    def at(depth: int) -> Folding:
+        return fold(graph, board_spec, inputs, dataclasses.replace(options, lutram_depth=depth),
+                    target_rate=target_rate, fixed=pinned, muf=muf, seed=seed)
+
+    if lutram_depth is not None:
+        return at(lutram_depth)
+    return _fastest_placement(at, lambda f: f, lambda f: f.limit == "bram36")
 
 
 def _pinned(graph: GraphCore, parallelism: Mapping[str, int]) -> GraphCore:
@@ -459,8 +535,6 @@ def _pinned(graph: GraphCore, parallelism: Mapping[str, int]) -> GraphCore:
 def _generate_folded(graph: GraphCore, output: str | Path, board: Board, options: DeviceOptions,
                      folding: Folding, force: bool, flow: str) -> BoardProject:
     """``generate_project`` of the folded graph, the folding recorded in the manifest."""
-    import dataclasses
-
     from .codegen.project import FLOWS, write_project
     from .cycles.folding import apply
     from .design import build_design
@@ -470,7 +544,8 @@ def _generate_folded(graph: GraphCore, output: str | Path, board: Board, options
     if flow not in FLOWS:
         raise AmpHlsError(f"unknown flow {flow!r}; flows: {', '.join(FLOWS)}")
     folded = apply(graph, folding)
-    design = build_design(folded, dataclasses.replace(options, muf=folding.muf).on_board(board))
+    design = build_design(folded, dataclasses.replace(options, muf=folding.muf,
+                                                      lutram_depth=folding.lutram_depth).on_board(board))
     hls = write_project(dataclasses.replace(design, folding=folding.to_json()), output, board, flow=flow, force=force)
     return BoardProject(hls, board, folded.name, flow)
 

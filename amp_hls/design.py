@@ -27,6 +27,7 @@ from .control import CONTROL_CHANNEL, CONTROL_NAME, MAX_KERNELS, STATS_FIELDS
 from .errors import AmpHlsError
 from .ir import LIMITS, EdgeSpec, GraphCore, Loss, Node
 from .kinds import KindRow, kind_row
+from .memories import check_lutram_depth
 from .numerics import NumericConfig
 from .placement import Placement, place
 from .wire import Kind, beats_per_row, message_beats
@@ -66,6 +67,9 @@ class DeviceOptions:
     # memories that fill UltraRAM well go there (amp_hls.memories): set for a board with URAM
     # (``on_board``), never by hand
     use_uram: bool = False
+    # amp_ram memories of at most this many words (0: none) go to LUT-RAM instead of the block RAM
+    # they would fill a quarter (amp_hls.memories): the folding sets it when block RAM bounds it
+    lutram_depth: int = 0
     # each Linear copies G into a dump buffer (a word a cycle) that streams out beside its MACs,
     # instead of stalling while the dump streams out: one more G-sized memory per Linear
     dump_engine: bool = False
@@ -80,18 +84,20 @@ class DeviceOptions:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= most:
                 raise AmpHlsError(f"{name} must be an integer in [1, {most}], got {value!r}")
+        check_lutram_depth(self.lutram_depth)
         if self.max_in_flight is not None and not 1 <= self.max_in_flight <= self.cache_slots:
             raise AmpHlsError(f"max_in_flight {self.max_in_flight} outside [1, cache_slots = {self.cache_slots}]")
 
     def to_json(self) -> dict[str, Any]:
         return {"numerics": self.numerics.to_json(), "muf": self.muf, "cache_slots": self.cache_slots,
-                "max_in_flight": self.max_in_flight, "use_uram": self.use_uram, "dump_engine": self.dump_engine}
+                "max_in_flight": self.max_in_flight, "use_uram": self.use_uram, "lutram_depth": self.lutram_depth,
+                "dump_engine": self.dump_engine}
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> DeviceOptions:
         return cls(numerics=NumericConfig.from_json(doc["numerics"]), muf=doc["muf"], cache_slots=doc["cache_slots"],
                    max_in_flight=doc.get("max_in_flight"), use_uram=bool(doc.get("use_uram", False)),
-                   dump_engine=bool(doc.get("dump_engine", False)))
+                   lutram_depth=doc.get("lutram_depth", 0), dump_engine=bool(doc.get("dump_engine", False)))
 
     def on_board(self, board: HasResources) -> DeviceOptions:
         """These options for ``board``: URAM used where it has some."""

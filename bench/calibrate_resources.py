@@ -135,7 +135,7 @@ def _write(folder: Path, files: dict[str, str]) -> list[Path]:
 def synth_kernel(design: DeviceDesign, node: str, cache: Path | None = None) -> Estimate:
     """Yosys' count of one kernel module, synthesised on its own (package and library with it)."""
     text = rtl.render_kernel(design, node)
-    files = {rtl.PACKAGE_FILE: rtl.render_package(design.options.numerics, design.options.use_uram)}
+    files = {rtl.PACKAGE_FILE: rtl.options_package(design.options)}
     files |= {name: (hw_dir() / "rtl" / name).read_text() for name in _library(text)}
     files[f"k_{node}.sv"] = text
     folder = WORK / hashlib.sha256("".join(files.values()).encode()).hexdigest()[:16]
@@ -144,7 +144,7 @@ def synth_kernel(design: DeviceDesign, node: str, cache: Path | None = None) -> 
 
 def synth_boundary(design: DeviceDesign, top: str, cache: Path | None = None) -> Estimate:
     text = rtl.render_boundary(design)
-    files = {rtl.PACKAGE_FILE: rtl.render_package(design.options.numerics, design.options.use_uram)}
+    files = {rtl.PACKAGE_FILE: rtl.options_package(design.options)}
     files |= {name: (hw_dir() / "rtl" / name).read_text() for name in _library(text)}
     files[rtl.BOUNDARY_FILE] = text
     folder = WORK / hashlib.sha256("".join(files.values()).encode()).hexdigest()[:16]

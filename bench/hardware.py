@@ -26,6 +26,7 @@ at the board's clock) over the CPU's.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from collections.abc import Sequence
@@ -55,6 +56,9 @@ QUICK = {"models": ("mlp", "list-rnn"), "measure": {("mlp", "pynq-z2")}, "instan
 FULL = {"models": MODELS_FULL,
         "measure": {*((m, "pynq-z2") for m in MODELS_FULL if m != "ggsnn-qm9"), ("ggsnn-qm9", "zcu104")},
         "instances": 256, "cpu_instances": 256}  # 256: several GRADS dumps at muf 64 and mak 16
+# fewer for a model whose design simulates slowly: ggsnn-qm9's zcu104 fold runs ~5k cycles/s on
+# rtlsim, 128 graphs (13 batches at mak 10) take 7 minutes a measurement
+RTLSIM_INSTANCES = {"ggsnn-qm9": 128}
 
 
 TESTBENCH_INSTANCES = 8  # per model through the cocotb bench (random stalls: slow per cycle)
@@ -149,11 +153,12 @@ def bench_one(model: str, board_name: str, instances: int, rtlsim: bool, tb: boo
         return {"fits": False, "why": str(exc)}
     spec = MODELS[model]
     graph = apply(spec.build(), folding)
-    design = build_design(graph, DeviceOptions(options.numerics, folding.muf, options.cache_slots, options.max_in_flight))
+    design = build_design(graph, dataclasses.replace(options, muf=folding.muf))
     report = cycle_report(design, board, sample_inputs(graph, instances, 0, spec))
     total = folding.resources.total
     doc: dict[str, Any] = {
         "fits": True, "mak": options.max_in_flight, "cache_slots": options.cache_slots, "mak_lowered_from": lowered,
+        "mak_limit": folding.mak_limit, "lutram_depth": folding.lutram_depth,
         "parallelism": folding.parallelism, "muf": folding.muf, "bound": folding.bound,
         "bottleneck": folding.bottleneck, "predicted_instances_per_s": folding.instances_per_s,
         "round_trip_cycles": folding.pace.round_trip, "pace_bound": folding.pace.bound(),
@@ -182,7 +187,8 @@ def run(models: Sequence[str], boards: Sequence[str], measured: set[tuple[str, s
         tb_board = None  # the testbench runs on the first board the model fits, pynq-z2 first
         for board in boards:
             t = time.perf_counter()
-            b = bench_one(model, board, instances, (model, board) in measured, tb and tb_board is None)
+            b = bench_one(model, board, RTLSIM_INSTANCES.get(model, instances), (model, board) in measured,
+                          tb and tb_board is None)
             tb_board = tb_board or (board if b.get("testbench") else None)
             if not b["fits"]:
                 entry["boards"][board] = b

@@ -4,6 +4,7 @@ with the resource model against the board."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
@@ -24,6 +25,7 @@ from amp_hls.cycles.report import count_messages, cycle_report, pace, sample_inp
 from amp_hls.cycles.resources import BOARD_RESOURCES, design_resources
 from amp_hls.design import DeviceOptions, build_design
 from amp_hls.errors import AmpHlsError
+from amp_hls.host.settings import generation_options
 from amp_hls.ir import Graph, Linear
 from amp_hls.models import MODELS
 from amp_hls.placement import place
@@ -201,3 +203,36 @@ def test_dumps_are_priced_on_the_link_and_the_folds_rank_as_measured(mlp) -> Non
     # a dump period shorter than the batch: the link streams the dumps once the first is in
     fwd, bwd = fold(graph, PYNQ, inputs, OPTIONS, fixed={"fc0": 64, "head": 11}, muf=4).pace.phases
     assert bwd.batch_cycles(16) == pytest.approx(bwd.undumped_latency + 3 * bwd.undumped + 16 * bwd.dumps)
+
+
+def test_a_step_whose_memories_do_not_fit_is_passed_for_a_larger_one() -> None:
+    """At 128 slots fc0's x cache is 16 x 8,192 (block RAM) at P=1, 32 x 4,096 and 64 x 2,048 (URAM,
+    by its rule) at P=2 and 4, 128 x 1,024 (block RAM) at P=8: with no URAM block to spare the
+    folding goes from 1 to 8, not stopping at 1."""
+    graph = MODELS["mlp"].build()
+    options = DeviceOptions(cache_slots=128, max_in_flight=128).on_board(ZCU)
+    uram = {p: design_resources(build_design(pin(graph, {"fc0": p}), options)).total.uram for p in (1, 2, 4, 8)}
+    assert uram[2] == uram[4] == uram[1] + 1 and uram[8] == uram[1]
+    tight = dataclasses.replace(ZCU, name="tight", resources={**ZCU.resources, "uram": math.ceil((uram[1] + 0.5) / 0.9)})
+    with pytest.raises(FitError, match="URAM"):
+        check_fit(pin(graph, {"fc0": 2}), tight, options)
+    f = fold(graph, tight, None, options)
+    assert f.parallelism["fc0"] == 64 and "largest useful parallelism 64" in f.bound
+
+
+def test_a_linear_off_the_busiest_is_raised_where_it_shortens_the_round_trip() -> None:
+    """list-rnn at mak 5 on pynq-z2: rnn is the busiest at its largest useful parallelism; head is
+    not, but it is on every instance's path, and at five in flight the round trip bounds the pace,
+    so one more MAC for head (of 43) speeds it by more than its share."""
+    spec = MODELS["list-rnn"]
+    graph = spec.build()
+    inputs = sample_inputs(graph, 16, 0, spec)
+    options = generation_options(spec, graph, DeviceOptions(), muf_given=False, cache_given=False, mak=5)
+    f = fold(graph, PYNQ, inputs, options)
+    assert f.parallelism == {"head": 2, "rnn": 42}
+    assert "rnn (linear) is the bottleneck at its largest useful parallelism 42; then, for the latency-priced " \
+           "pace, head 1 -> 2" in f.bound
+    kept = fold(graph, PYNQ, inputs, options, fixed={"head": 1}, muf=f.muf)
+    assert f.instances_per_s >= (1 + 1 / 43) * kept.instances_per_s
+    capped = fold(graph, PYNQ, inputs, options, target_rate=kept.instances_per_s * 0.99)
+    assert capped.parallelism["head"] == 1  # a target rate met stops it as it stops the busiest's steps

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .. import api
 from ..errors import AmpHlsError
+from ..memories import LUTRAM_DEPTHS
 from ..models import ModelSpec
 from ..output import check_output_dir, check_output_file
 from ..runtime.report import write_json
@@ -40,7 +41,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     check_output_dir(args.output, args.force)  # before any work: a directory it may not write into
     config = load_config(args.config) if args.config is not None else None
     # an unknown board or a graph that breaks the IR (names included) fails before anything is written
-    options = api.device_options(config, muf=args.muf, cache_slots=args.cache_slots, dump_engine=args.dump_engine)
+    options = api.device_options(config, muf=args.muf, cache_slots=args.cache_slots, dump_engine=args.dump_engine,
+                                 lutram_depth=args.lutram_depth)
     options = _sized(args, config, options)  # what the bitstream fixes, for the model's training run
     pins = dict(args.parallelism or [])
     folding = None
@@ -54,14 +56,16 @@ def cmd_generate(args: argparse.Namespace) -> int:
         fold_muf = options.muf if muf_given else None
         if args.mak is None and not cache_given and options.max_in_flight is not None:
             folding, options = api.fold_fitting(args.model, board_name, options, config=config,
-                                                target_rate=args.target_rate, parallelism=pins, muf=fold_muf)
+                                                target_rate=args.target_rate, parallelism=pins, muf=fold_muf,
+                                                lutram_depth=args.lutram_depth)
             if folding.mak_lowered_from is not None:
                 print(f"mak {folding.mak_lowered_from} does not fit {board_name} (resource model): lowered to mak "
                       f"{options.max_in_flight} ({options.cache_slots} cache slots), the fastest predicted of those "
                       f"that fit (every mak up to {api.EVERY_MAK_UP_TO}, then halvings of the most)")
         else:
             folding = api.fold_for(args.model, board_name, options=options, config=config,
-                                   target_rate=args.target_rate, parallelism=pins, muf=fold_muf)
+                                   target_rate=args.target_rate, parallelism=pins, muf=fold_muf,
+                                   lutram_depth=args.lutram_depth)
         print(format_folding(folding))
     project = api.generate(args.model, args.output, board=args.board, config=config, force=args.force,
                            options=options, flow=args.flow, parallelism=pins, folding=folding,
@@ -95,6 +99,10 @@ def add_fold_options(p: argparse.ArgumentParser) -> None:
                    help="fold no further than N instances/s (implies --fold)")
     p.add_argument("--parallelism", type=_node_parallelism, action="append", metavar="NODE=P",
                    help="pin a Linear node's MACs per cycle (repeatable); folding chooses the others")
+    p.add_argument("--lutram-depth", type=int, choices=(0, *LUTRAM_DEPTHS), metavar="WORDS",
+                   help="put every memory of at most WORDS words in LUT-RAM instead of the block RAM it would "
+                   f"fill a quarter ({', '.join(map(str, LUTRAM_DEPTHS))}; 0: none); default: folding tries "
+                   "them when block RAM stops it, and keeps the fastest")
 
 
 def _node_parallelism(text: str) -> tuple[str, int]:

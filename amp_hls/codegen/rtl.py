@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..control import SATURATION_BITS, control_constants
-from ..design import DeviceDesign, has_dump_engine, index_bits, port_reads
+from ..design import DeviceDesign, DeviceOptions, has_dump_engine, index_bits, port_reads
 from ..errors import AmpHlsError
 from ..kinds import KINDS
 from ..memories import package_constants
@@ -70,12 +70,12 @@ def sv64(value: int) -> str:
     return f"-64'sd{-value}" if value < 0 else f"64'sd{value}"
 
 
-def render_package(numerics: NumericConfig, use_uram: bool = False) -> str:
-    """``amp_pkg``: the wire constants, the numerics and where memories go (``use_uram``: the
-    design's ``DeviceOptions.use_uram``, amp_hls.memories)."""
+def render_package(numerics: NumericConfig, use_uram: bool = False, lutram_depth: int = 0) -> str:
+    """``amp_pkg``: the wire constants, the numerics and where memories go (``use_uram`` and
+    ``lutram_depth``: the design's ``DeviceOptions``, amp_hls.memories)."""
     return environment().get_template("rtl/amp_pkg.sv.j2").render(
         constants=wire_constants(),
-        memory_constants=package_constants(use_uram),
+        memory_constants=package_constants(use_uram, lutram_depth),
         acc_bits=ACC_BITS,
         acc_min=ACC_MIN,
         acc_max=ACC_MAX,
@@ -84,6 +84,11 @@ def render_package(numerics: NumericConfig, use_uram: bool = False) -> str:
         tables=[activation_table(kind, numerics.data) for kind in LUT_KINDS],
         sv64=sv64,
     )
+
+
+def options_package(options: DeviceOptions) -> str:
+    """``render_package`` for a design's options."""
+    return render_package(options.numerics, options.use_uram, options.lutram_depth)
 
 
 def render_kernel(design: DeviceDesign, name: str) -> str:
@@ -205,7 +210,7 @@ def generate_rtl(design: DeviceDesign, nodes: list[str], out_dir: str | Path) ->
     root = Path(out_dir)
     root.mkdir(parents=True, exist_ok=True)
     package = root / PACKAGE_FILE
-    package.write_text(render_package(design.options.numerics, design.options.use_uram))
+    package.write_text(options_package(design.options))
     library = tuple(_copy_library(root))
     kernels, texts = {}, {}
     for name in nodes:
@@ -274,7 +279,7 @@ def generate_top(design: DeviceDesign, out_dir: str | Path) -> list[Path]:
     missing = missing_kinds(design)
     if missing:
         raise AmpHlsError(f"graph {design.graph.name!r}: no RTL kernel for node kind(s) {', '.join(missing)}")
-    texts = {PACKAGE_FILE: render_package(design.options.numerics, design.options.use_uram)}
+    texts = {PACKAGE_FILE: options_package(design.options)}
     texts.update({name: (hw_dir() / "rtl" / name).read_text() for name in LIBRARY_FILES})
     for name in design.device_nodes:
         texts[f"k_{name}.sv"] = render_kernel(design, name)

@@ -58,10 +58,16 @@ DUMP_PERIODS = (1, 2, 4, 8, 16, 32, 64)  # candidate muf values, shortest first;
 # host's weights would lag the device by too many gradients (docs/staleness.md)
 MARGIN = 0.9  # of each of the board's resources the folding may use (routing needs the rest)
 DSP_MARGIN = MARGIN
+PACE_GAIN = 1.01  # a step past the busiest kernel's pace is taken while it speeds the pace by 1%
 
 
 class FitError(AmpHlsError):
-    """A design that does not fit its board, even at the parallelism it was given."""
+    """A design that does not fit its board, even at the parallelism it was given; ``resource``:
+    the first one over its budget (a key of ``BOARD_RESOURCES``)."""
+
+    def __init__(self, message: str, resource: str | None = None) -> None:
+        super().__init__(message)
+        self.resource = resource
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,9 @@ class Folding:
     margin: float = MARGIN
     kinds: dict[str, str] = field(default_factory=dict)  # device node -> kind, for the per-kind sums
     mak_lowered_from: int | None = None  # the default mak whose tag tables did not fit (api.fitting_options)
+    limit: str | None = None  # the resource whose budget stopped the folding (None: something else did)
+    mak_limit: str | None = None  # the resource one more in flight would exceed, where the mak was lowered
+    lutram_depth: int = 0  # the design's memories of at most this many words are in LUT-RAM (memories.py)
 
     @property
     def bottleneck(self) -> str:
@@ -110,7 +119,7 @@ class Folding:
                 "mak_lowered_from": self.mak_lowered_from, "round_trip_cycles": round(self.pace.round_trip, 2),
                 "predicted_cycles_per_instance": round(self.cycles_per_instance, 2),
                 "instances_per_s": round(self.instances_per_s, 1), "bound": self.bound,
-                "board": self.board.name, "margin": self.margin,
+                "board": self.board.name, "margin": self.margin, "limit": self.limit, "mak_limit": self.mak_limit,
                 "resources": {**self.resources.to_json(self.board),
                               "kinds": {k: r.to_json() for k, r in sorted(kinds.items())}}}
 
@@ -220,9 +229,9 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
     budgets = {r: margin * board.resources.get(r, 0) for r in BOARD_RESOURCES}
     over = _over(pricer.total(start), budgets)
     if over:
-        raise FitError(_misfit(design, board, margin, pricer.resources(start), over[0], coefficients))
+        raise FitError(_misfit(design, board, margin, pricer.resources(start), over[0], coefficients), over[0])
 
-    def fold_at(period: int) -> tuple[dict[str, int], dict[str, float], str]:
+    def fold_at(period: int) -> tuple[dict[str, int], dict[str, float], str, str | None]:
         """Raise the busiest Linear's parallelism until something else bounds the pace. The
         busiest is the one whose cycles without its GRADS dumps are the most: a dump streams one
         beat a cycle whatever the MACs (the pace prices it on the link), so only the rest is
@@ -240,22 +249,26 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
         while True:
             slowest = max(bare, key=bare.__getitem__)
             if target_rate is not None and rate(period, choice, cycles) >= target_rate:
-                return choice, cycles, f"the target rate {target_rate:,.0f} instances/s is met"
+                return choice, cycles, f"the target rate {target_rate:,.0f} instances/s is met", None
             if slowest not in choice or slowest in fixed:
                 reason = "is not a Linear" if slowest not in choice else "has its parallelism fixed"
-                return choice, cycles, f"{slowest} ({nodes[slowest].kind}) is the bottleneck and {reason}"
+                return choice, cycles, f"{slowest} ({nodes[slowest].kind}) is the bottleneck and {reason}", None
             more = [p for p in candidates(nodes[slowest]) if p > choice[slowest]]  # type: ignore[arg-type]
             if not more:
                 return choice, cycles, (f"{slowest} (linear) is the bottleneck at its largest useful "
-                                        f"parallelism {choice[slowest]}")
-            trial = {**choice, slowest: more[0]}
+                                        f"parallelism {choice[slowest]}"), None
+            # a Linear's memories change shape with its parallelism (words of P elements: a deep
+            # narrow cache in URAM becomes a wide shallow one in block RAM or LUT-RAM), so a step
+            # that does not fit may be followed by one that does: the first that fits is taken
+            fitting = next((p for p in more if not _over(pricer.total({**choice, slowest: p}), budgets)), None)
+            trial = {**choice, slowest: more[0] if fitting is None else fitting}
             full = _over(pricer.total(trial), budgets)
             if full:
                 r = full[0]
                 used = getattr(pricer.total(choice), r)
                 return choice, cycles, (f"the {LABELS[r]} budget: {used:,.0f} of {budgets[r]:,.0f} ({margin:.0%} of "
                                         f"{board.name}'s {board.resources.get(r, 0):,}) in use, {slowest} at "
-                                        f"parallelism {more[0]} would need {getattr(pricer.total(trial), r) - used:,.0f} more")
+                                        f"parallelism {more[0]} would need {getattr(pricer.total(trial), r) - used:,.0f} more"), r
             choice = trial
             cycles[slowest], bare[slowest] = price(slowest), price(slowest, no_dump)
 
@@ -267,23 +280,59 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
         slowest = max(max(cycles.values()), _busier_link(placement, loads, period, n))
         return board.clock_mhz * 1e6 / max(pace_of(period, choice).cycles_per_instance, slowest)
 
+    def pace_steps(period: int, choice: dict[str, int], cycles: dict[str, float]) -> tuple[dict[str, int], dict[str, float], str]:
+        """Once the busiest kernel goes no faster: a kernel that is not the busiest still
+        lengthens an instance's round trip, which bounds the pace with few instances in flight.
+        So a Linear's next step (the first that fits) is taken while one speeds the
+        latency-priced pace by at least ``PACE_GAIN`` and by at least the share of MACs it adds
+        (the pace per MAC does not fall), the most speed per added MAC first, until the target
+        rate is met."""
+        opts = dataclasses.replace(options, muf=period)
+        now = rate(period, choice, cycles)
+        start = dict(choice)
+        while target_rate is None or now < target_rate:
+            worth = []
+            for name in sorted(set(choice) - set(fixed)):
+                more = [p for p in candidates(nodes[name]) if p > choice[name]]  # type: ignore[arg-type]
+                p = next((p for p in more if not _over(pricer.total({**choice, name: p}), budgets)), None)
+                if p is None:
+                    continue
+                node = dataclasses.replace(nodes[name], parallelism=p)  # type: ignore[type-var]
+                trial_cycles = {**cycles, name: _node_cycles(design.nodes[name], node, loads[name], opts, n)}
+                trial = {**choice, name: p}
+                gain, added = rate(period, trial, trial_cycles) / now, (p - choice[name]) / sum(choice.values())
+                if gain >= max(PACE_GAIN, 1 + added):
+                    worth.append(((gain - 1) / added, name, trial, trial_cycles, gain))
+            if not worth:
+                break
+            _, _, choice, cycles, gain = max(worth, key=lambda t: t[0])
+            now *= gain
+        raised = [f"{name} {start[name]} -> {p}" for name, p in choice.items() if p != start[name]]
+        return choice, cycles, ", ".join(raised)
+
     periods = (muf,) if muf is not None else DUMP_PERIODS
     folds = {period: fold_at(period) for period in periods}
     rates = {period: rate(period, f[0], f[1]) for period, f in folds.items()}
     # the shortest period within 5% of the best pace: rarer dumps mean staler weights on the host
     period = next(p for p in periods if rates[p] >= 0.95 * max(rates.values()))
-    choice, cycles, bound = folds[period]
+    choice, cycles, bound, limit = folds[period]
+    if target_rate is None or rate(period, choice, cycles) < target_rate:
+        choice, cycles, raised = pace_steps(period, choice, cycles)
+        if raised:
+            bound = f"{bound}; then, for the latency-priced pace, {raised}"
     link = _busier_link(placement, loads, period, n)
     chosen = pace_of(period, choice)
     paced = chosen.bound()  # the pace, latency priced: in-flight instances or the link may set it
     if link > max(cycles.values()):
         bound = f"the host link ({link:,.0f} beats/instance at a GRADS dump every {period} gradients)"
+        limit = None
         paced = paced if paced.startswith("bound by in-flight") else ""
     if "target rate" not in bound and paced and not paced.startswith("bound by the busiest"):
         bound = f"{bound}; {paced}"
     return Folding(choice, period, cycles, board.clock_mhz, sum(choice.values()),
                    int(board.resources.get("dsp", 0) * margin), link, bound, pricer.resources(choice), board, chosen,
-                   margin, {name: node.kind for name, node in nodes.items()})
+                   margin, {name: node.kind for name, node in nodes.items()}, limit=limit,
+                   lutram_depth=options.lutram_depth)
 
 
 def _check_fixed(fixed: Mapping[str, int], linears: set[str]) -> None:
@@ -319,7 +368,7 @@ def check_fit(graph: GraphCore, board: Board, options: DeviceOptions, margin: fl
     used = design_resources(design, coefficients)
     over = used.over(board, margin)
     if over:
-        raise FitError(_misfit(design, board, margin, used, over[0], coefficients))
+        raise FitError(_misfit(design, board, margin, used, over[0], coefficients), over[0])
     return used
 
 
@@ -396,9 +445,11 @@ def format_folding(f: Folding) -> str:
                     for r in shown_resources(total.uram, f.board.resources))
     unpriced = "; not priced: " + ", ".join(f"{k} ({', '.join(v)})" for k, v in f.resources.unpriced.items()) \
         if f.resources.unpriced else ""
+    lutram = (f"  amp_ram memories of at most {f.lutram_depth} words in LUT-RAM instead of block RAM "
+              f"(--lutram-depth)\n") if f.lutram_depth else ""
     return (f"folding: {per_node or 'no Linear on the device'}; {f.dsps} MACs; "
             f"GRADS every {f.muf} gradients; bottleneck {f.bottleneck} ({f.cycles[f.bottleneck]:,.0f} cycles/instance), "
             f"host link {f.link_beats:,.0f} beats/instance, round trip {f.pace.round_trip:,.0f} cycles at mak "
             f"{f.pace.mak} -> {f.instances_per_s:,.0f} instances/s at {f.clock_mhz:g} MHz (cycle model); "
-            f"stopped by {f.bound}\n"
+            f"stopped by {f.bound}\n{lutram}"
             f"  resources (model, {f.margin:.0%} of each usable): {use}{unpriced}")

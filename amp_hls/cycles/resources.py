@@ -34,7 +34,7 @@ from ..codegen.boards import Board
 from ..design import DeviceDesign, DeviceOptions, fifo_address_bits
 from ..errors import AmpHlsError
 from ..kinds import KINDS, device_kinds
-from ..memories import in_uram, uram_blocks
+from ..memories import in_lutram, in_uram, lutram_cost, uram_blocks
 from ..resources import hw_dir, templates_dir
 from ..wire import BEAT_BITS
 
@@ -223,10 +223,13 @@ def read_rtl(text: str, numerics: Any) -> KernelRtl:  # noqa: ANN401
     return KernelRtl(tuple(mems), tags, columns)
 
 
-def memory_features(mems: list[Memory], placement: str, use_uram: bool = False) -> dict[str, float]:
+def memory_features(mems: list[Memory], placement: str, use_uram: bool = False, lutram_depth: int = 0) -> dict[str, float]:
     """``kbits``: kilobits in LUT-RAM or flip-flops; ``bram``: RAMB36 of the memories in block
     RAM (``placement`` "distributed": none, every memory in LUT-RAM or flip-flops); ``uram``:
-    URAM288 blocks of those the RTL marks for URAM (``use_uram``: a board with some)."""
+    URAM288 blocks of those the RTL marks for URAM (``use_uram``: a board with some). The memories
+    the RTL moves from block RAM to LUT-RAM (``lutram_depth``) are in none: ``moved_to_lutram``."""
+    moved = set(map(id, moved_to_lutram(mems, placement, use_uram, lutram_depth)))
+    mems = [m for m in mems if id(m) not in moved]
     ultra = [m.in_uram(use_uram) for m in mems]
     blocks = [placement == "cost" and m.sync and m.in_bram and not u for m, u in zip(mems, ultra)]
     return {"kbits": sum(m.bits for m, b, u in zip(mems, blocks, ultra) if not b and not u) / 1024,
@@ -235,26 +238,49 @@ def memory_features(mems: list[Memory], placement: str, use_uram: bool = False) 
             "uram": float(sum(m.uram_blocks for m, u in zip(mems, ultra) if u))}
 
 
+def moved_to_lutram(mems: list[Memory], placement: str, use_uram: bool, lutram_depth: int) -> list[Memory]:
+    """The memories that would be in block RAM but that the RTL marks for LUT-RAM (amp_ram's
+    rule, amp_hls.memories). The fitted rows price a kind's own small LUT-RAM memories (their
+    ``kbits``); these are priced by their cells (``lutram_price``), as Yosys maps them."""
+    return [m for m in mems if placement == "cost" and m.sync and not m.rom and m.in_bram
+            and in_lutram(m.width, m.depth, use_uram, lutram_depth)]
+
+
+def lutram_price(mems: list[Memory]) -> Resources:
+    """LUTs, LUT-RAM and flip-flops of memories in LUT-RAM (``amp_hls.memories.lutram_cost``)."""
+    out = Resources()
+    for m in mems:
+        lut, lutram, ff = lutram_cost(m.width, m.depth)
+        out = out + Resources(lut=lut, lutram=lutram, ff=ff)
+    return out
+
+
 def kernel_rtl(design: DeviceDesign, name: str) -> KernelRtl:
     from ..codegen.rtl import render_kernel
 
     return read_rtl(render_kernel(design, name), design.options.numerics)
 
 
-def kernel_features(design: DeviceDesign, name: str, placement: str) -> dict[str, float]:
-    """The features of one kernel of ``design`` (at its options and its nodes' parallelism)."""
+def kernel_features(design: DeviceDesign, name: str, placement: str, found: KernelRtl | None = None) -> dict[str, float]:
+    """The features of one kernel of ``design`` (at its options and its nodes' parallelism);
+    ``found``: its RTL already read."""
     node = design.nodes[name].node
-    found = kernel_rtl(design, name)
+    found = found or kernel_rtl(design, name)
     lanes = getattr(node, "parallelism", 0) if node.kind == "linear" else 0
     return {"one": 1.0, "tags": found.tag_columns / 1024, "lanes": float(lanes), "routes": 0.0,
             "ports": float(len(design.nodes[name].ports)),
-            **memory_features(list(found.memories), placement, design.options.use_uram)}
+            **memory_features(list(found.memories), placement, design.options.use_uram, design.options.lutram_depth)}
 
 
-def fifo_features(address_bits: int, use_uram: bool = False) -> dict[str, float]:
-    """One amp_fifo: 2**address_bits words of {TLAST, TDATA}, read synchronously."""
+def fifo_memory(address_bits: int) -> Memory:
+    """One amp_fifo's entries: 2**address_bits words of {TLAST, TDATA}, read synchronously."""
+    return Memory("fifo", BEAT_BITS + 1, 1 << address_bits)
+
+
+def fifo_features(address_bits: int, use_uram: bool = False, lutram_depth: int = 0) -> dict[str, float]:
+    """One amp_fifo (``fifo_memory``)."""
     return {"one": 1.0, "tags": 0.0, "lanes": 0.0, "routes": 0.0, "ports": 0.0,
-            **memory_features([Memory("fifo", BEAT_BITS + 1, 1 << address_bits)], "cost", use_uram)}
+            **memory_features([fifo_memory(address_bits)], "cost", use_uram, lutram_depth)}
 
 
 def boundary_features(routes: int) -> dict[str, float]:
@@ -358,7 +384,10 @@ def kernel_resources(design: DeviceDesign, name: str, coefficients: Coefficients
     row = (coefficients or load_coefficients()).kinds.get(kind)
     if row is None:
         raise AmpHlsError(f"no resource model for node kind {kind!r} (node '{name}')")
-    return row.price(kernel_features(design, name, row.placement))
+    found = kernel_rtl(design, name)
+    o = design.options
+    moved = moved_to_lutram(list(found.memories), row.placement, o.use_uram, o.lutram_depth)
+    return row.price(kernel_features(design, name, row.placement, found)) + lutram_price(moved)
 
 
 def with_parallelism(design: DeviceDesign, name: str, parallelism: int) -> DeviceDesign:
@@ -424,7 +453,9 @@ def design_resources(design: DeviceDesign, coefficients: Coefficients | None = N
                 + b["control"].price(boundary_features(len(design.device_nodes))))
     fifos = Resources()
     for link in design.wiring.streams:
-        fifos = fifos + b["fifo"].price(fifo_features(fifo_address_bits(link, options), options.use_uram))
+        bits = fifo_address_bits(link, options)
+        moved = moved_to_lutram([fifo_memory(bits)], "cost", options.use_uram, options.lutram_depth)
+        fifos = fifos + b["fifo"].price(fifo_features(bits, options.use_uram, options.lutram_depth)) + lutram_price(moved)
     return DesignResources(kernels, boundary, fifos, unpriced)
 
 

@@ -132,4 +132,4 @@ def generation_options(spec, graph: GraphCore, options: DeviceOptions, *, muf_gi
         sized = sized_options(per, options.numerics, muf, mak=None, cache_slots=options.cache_slots)
     else:
         sized = sized_options(per, options.numerics, muf, mak=mak if mak is not None else int(defaults["mak"]))
-    return dataclasses.replace(sized, dump_engine=options.dump_engine)  # what sizing leaves as given
+    return dataclasses.replace(sized, dump_engine=options.dump_engine, lutram_depth=options.lutram_depth)  # as given

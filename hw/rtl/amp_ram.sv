@@ -7,7 +7,9 @@
 // t presents `a` with `re` in cycle t-1.
 //
 // On a board with UltraRAM (amp_pkg::USE_URAM) a memory that fills its URAM288 blocks well
-// (amp_hls/memories.py: the same integer rule) is marked ram_style "ultra"; the behaviour is the same.
+// (amp_hls/memories.py: the same integer rule) is marked ram_style "ultra"; one of at most
+// amp_pkg::LUTRAM_DEPTH words (0: none), not in URAM, ram_style "distributed" (LUT-RAM instead of
+// a block RAM it would fill a quarter); the behaviour is the same.
 module amp_ram #(
     parameter integer W = 64,  // bits per word
     parameter integer AW = 4   // address bits: 2**AW words; at least 1
@@ -24,10 +26,17 @@ module amp_ram #(
                              (((1 << AW) + amp_pkg::URAM_WORDS - 1) / amp_pkg::URAM_WORDS);
   localparam integer ULTRA = (amp_pkg::USE_URAM != 0 &&
                              (W * (1 << AW) / URAMS) * 1000 >= amp_pkg::URAM_MIN_FILL_PERMILLE * amp_pkg::URAM_BLOCK_BITS) ? 1 : 0;
+  localparam integer DISTRIBUTED = (ULTRA == 0 && (1 << AW) <= amp_pkg::LUTRAM_DEPTH) ? 1 : 0;
 
   generate
     if (ULTRA != 0) begin : g_uram
       (* ram_style = "ultra" *) reg [W-1:0] mem [0:(1 << AW) - 1];
+      always @(posedge ap_clk) begin
+        if (we) mem[waddr] <= wdata;
+        if (re) rdata <= mem[raddr];
+      end
+    end else if (DISTRIBUTED != 0) begin : g_lutram
+      (* ram_style = "distributed" *) reg [W-1:0] mem [0:(1 << AW) - 1];
       always @(posedge ap_clk) begin
         if (we) mem[waddr] <= wdata;
         if (re) rdata <= mem[raddr];
