@@ -6,7 +6,12 @@ given more MACs (``parallelism``) until either the target rate is met, the board
 bottleneck is a kernel that more MACs cannot speed up (it is named). The busiest is counted
 without its GRADS dumps: a dump streams out one beat a cycle whatever the MACs, and the pace
 prices it on the host link. Each Linear thus ends at the
-least parallelism that keeps it within the bottleneck's pace. Then the gradient-dump period is
+least parallelism that keeps it within the bottleneck's pace. A step that does not fit the board
+is passed for the node's next one that does (a Linear's memories change shape with its
+parallelism, so its resources are not monotonic in it). Then the kernels that are not the busiest
+but lengthen every instance's round trip (which bounds the pace with few in flight) get steps
+while one speeds the latency-priced pace by more than the share of MACs it adds
+(``pace_steps``). Then the gradient-dump period is
 set (if not given) to the shortest within 5% of the best pace: each dump carries a whole weight
 matrix, so at one dump per gradient the link, not the kernels, would bound a folded design.
 
