@@ -483,7 +483,7 @@ EVERY_MAK_UP_TO = 8  # fold_fitting tries every mak up to this, then halvings of
 def mak_candidates(most: int) -> list[int]:
     """The maks fold_fitting weighs, largest first: every one up to EVERY_MAK_UP_TO (at a few in
     flight each one more changes the pace most, and the memories it moves into URAM can leave
-    fewer MACs: ggsnn-qm9 on zcu104 fits 5, and 4 folds fastest), and ``most`` and its halvings."""
+    fewer MACs), and ``most`` and its halvings."""
     halvings = {most >> k for k in range(most.bit_length())}
     return sorted(halvings | set(range(1, min(most, EVERY_MAK_UP_TO) + 1)), reverse=True)
 
