@@ -398,10 +398,12 @@ def fold_fitting(model: str | Path | ModelSpec | GraphCore, board: str, options:
     the larger mak on a tie within 5%. The folding records the mak it was lowered from, and the
     options returned the mak and where the memories go.
 
-    ``lutram_depth`` pins where shallow memories go (amp_hls.memories); None: block RAM, unless
-    block RAM stopped the folding or lowered the mak, when each of ``LUTRAM_DEPTHS`` is tried
+    ``lutram_depth`` pins where shallow memories go (amp_hls.memories; None: ``options``' when not
+    0); None and 0 there: block RAM, unless block RAM stopped the folding or lowered the mak, when each of ``LUTRAM_DEPTHS`` is tried
     too (it frees block RAM for MACs and tag tables) and the fastest taken (the shallower limit,
     fewer LUTs, within ``LUTRAM_TIE``)."""
+    lutram_depth = lutram_depth if lutram_depth is not None else (options.lutram_depth or None)
+
     def at(depth: int) -> tuple[Folding, DeviceOptions]:
         return _fold_fitting_at(model, board, dataclasses.replace(options, lutram_depth=depth), config=config,
                                 target_rate=target_rate, parallelism=parallelism, muf=muf)
@@ -496,8 +498,8 @@ def fold_for(model: str | Path | ModelSpec | GraphCore, board: str, *, options: 
     (``parallelism`` and ``config``'s [nodes] pinned), the dump period (``muf`` pinned), priced on
     ``instances`` of the model's data (a static graph needs none). FitError when it cannot fit.
 
-    ``lutram_depth`` pins where shallow memories go (amp_hls.memories); None: block RAM, unless
-    block RAM is what stops the folding (or what does not fit), when each of ``LUTRAM_DEPTHS`` is
+    ``lutram_depth`` pins where shallow memories go (amp_hls.memories; None: ``options``' when not
+    0); None and 0 there: block RAM, unless block RAM is what stops the folding (or what does not fit), when each of ``LUTRAM_DEPTHS`` is
     tried too and the fastest folding taken (the shallower limit, fewer LUTs, within
     ``LUTRAM_TIE``)."""
     from .codegen.boards import load_board
@@ -515,6 +517,7 @@ def fold_for(model: str | Path | ModelSpec | GraphCore, board: str, *, options: 
                                                            and Path(str(model)).suffix != ".json" else None)
         inputs = sample_inputs(graph, instances, seed, spec)
     board_spec = load_board(board)
+    lutram_depth = lutram_depth if lutram_depth is not None else (options.lutram_depth or None)
 
     def at(depth: int) -> Folding:
         return fold(graph, board_spec, inputs, dataclasses.replace(options, lutram_depth=depth),

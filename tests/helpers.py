@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -95,3 +96,22 @@ def tag_table_top(name: str, slots: int) -> str:
       .full(full), .insert(insert), .insert_slot(insert_slot), .remove(remove), .remove_slot(remove_slot));
 endmodule
 """
+
+
+def synth_amp_ram(work: Path, width: int, address_bits: int, package: str, family: str) -> Any:  # noqa: ANN401
+    """Yosys' counts (an ``Estimate``) of amp_ram alone at ``width`` x ``2**address_bits``, with
+    ``package`` as its amp_pkg (where the memory rule reads its constants)."""
+    from amp_hls.codegen import rtl
+    from amp_hls.codegen.estimate import estimate
+    from amp_hls.resources import hw_dir
+
+    (work / rtl.PACKAGE_FILE).write_text(package)
+    (work / "amp_ram.sv").write_text((hw_dir() / "rtl" / "amp_ram.sv").read_text())
+    ports = ("input wire clk, input wire we, input wire [AW-1:0] wa, input wire [W-1:0] wd, input wire re, "
+             "input wire [AW-1:0] ra, output wire [W-1:0] rd")
+    (work / "top.sv").write_text(
+        f"module top #(parameter integer W = {width}, parameter integer AW = {address_bits}) ({ports});\n"
+        "  amp_ram #(.W(W), .AW(AW)) u (.ap_clk(clk), .we(we), .waddr(wa), .wdata(wd), .re(re), .raddr(ra), "
+        ".rdata(rd));\nendmodule\n")
+    return estimate([work / rtl.PACKAGE_FILE, work / "amp_ram.sv", work / "top.sv"], "top", family,
+                    cache=work / "cache")

@@ -16,7 +16,6 @@ from amp_hls import api
 from amp_hls.cli import main
 from amp_hls.codegen import rtl
 from amp_hls.codegen.boards import load_board
-from amp_hls.codegen.estimate import estimate
 from amp_hls.codegen.project import generate_project, open_design
 from amp_hls.cycles.folding import FitError, pin
 from amp_hls.cycles.resources import (
@@ -32,8 +31,7 @@ from amp_hls.host.settings import generation_options
 from amp_hls.ir import Graph
 from amp_hls.memories import LUTRAM_DEPTHS, in_lutram, lutram_cost
 from amp_hls.models import MODELS
-from amp_hls.resources import hw_dir
-from tests.helpers import needs_yosys
+from tests.helpers import needs_yosys, synth_amp_ram
 
 ZCU = load_board("zcu104")
 WIDE = DeviceOptions(cache_slots=128, max_in_flight=128)  # mlp's fc0 at P=64 caches x as 1,024 x 128
@@ -60,16 +58,7 @@ def test_yosys_maps_to_lutram_exactly_what_the_rule_names(width: int, address_bi
     """amp_ram under ``synth_xilinx`` with LUTRAM_DEPTH 256: the cells, LUTs and read register
     ``lutram_cost`` counts (give or take the write-enable decode) when the rule names the memory,
     block RAM when it is deeper."""
-    (tmp_path / rtl.PACKAGE_FILE).write_text(rtl.render_package(DeviceOptions().numerics, lutram_depth=256))
-    (tmp_path / "amp_ram.sv").write_text((hw_dir() / "rtl" / "amp_ram.sv").read_text())
-    ports = ("input wire clk, input wire we, input wire [AW-1:0] wa, input wire [W-1:0] wd, input wire re, "
-             "input wire [AW-1:0] ra, output wire [W-1:0] rd")
-    (tmp_path / "top.sv").write_text(
-        f"module top #(parameter integer W = {width}, parameter integer AW = {address_bits}) ({ports});\n"
-        "  amp_ram #(.W(W), .AW(AW)) u (.ap_clk(clk), .we(we), .waddr(wa), .wdata(wd), .re(re), .raddr(ra), "
-        ".rdata(rd));\nendmodule\n")
-    est = estimate([tmp_path / rtl.PACKAGE_FILE, tmp_path / "amp_ram.sv", tmp_path / "top.sv"], "top", "xc7",
-                   cache=tmp_path / "cache")
+    est = synth_amp_ram(tmp_path, width, address_bits, rtl.render_package(DeviceOptions().numerics, lutram_depth=256), "xc7")
     depth = 1 << address_bits
     if in_lutram(width, depth, False, 256):
         lut, lutram, ff = lutram_cost(width, depth)

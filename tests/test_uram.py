@@ -12,14 +12,12 @@ import pytest
 
 from amp_hls.codegen import rtl
 from amp_hls.codegen.boards import load_board
-from amp_hls.codegen.estimate import estimate
 from amp_hls.codegen.project import generate_project, open_design
 from amp_hls.cycles.resources import design_resources, kernel_rtl
 from amp_hls.design import DeviceOptions, build_design
 from amp_hls.ir import Graph
 from amp_hls.memories import URAM_BLOCK_BITS, in_uram, uram_blocks
-from amp_hls.resources import hw_dir
-from tests.helpers import needs_yosys
+from tests.helpers import needs_yosys, synth_amp_ram
 
 WIDE = 256  # elements a row: 64 beats, so 32 cached rows of an activation fill 2,048 words of 64 bits
 SLOTS = 32
@@ -72,16 +70,7 @@ def test_the_model_moves_those_memories_from_block_ram_to_uram() -> None:
 def test_yosys_maps_to_uram_exactly_what_the_rule_names(width: int, address_bits: int, tmp_path: Path) -> None:
     """amp_ram under ``synth_xilinx -family xcup``: URAM288 blocks as the rule counts them when it
     names the memory, block RAM otherwise."""
-    (tmp_path / rtl.PACKAGE_FILE).write_text(rtl.render_package(DeviceOptions().numerics, use_uram=True))
-    (tmp_path / "amp_ram.sv").write_text((hw_dir() / "rtl" / "amp_ram.sv").read_text())
-    ports = ("input wire clk, input wire we, input wire [AW-1:0] wa, input wire [W-1:0] wd, input wire re, "
-             "input wire [AW-1:0] ra, output wire [W-1:0] rd")
-    (tmp_path / "top.sv").write_text(
-        f"module top #(parameter integer W = {width}, parameter integer AW = {address_bits}) ({ports});\n"
-        "  amp_ram #(.W(W), .AW(AW)) u (.ap_clk(clk), .we(we), .waddr(wa), .wdata(wd), .re(re), .raddr(ra), "
-        ".rdata(rd));\nendmodule\n")
-    est = estimate([tmp_path / rtl.PACKAGE_FILE, tmp_path / "amp_ram.sv", tmp_path / "top.sv"], "top", "xcup",
-                   cache=tmp_path / "cache")
+    est = synth_amp_ram(tmp_path, width, address_bits, rtl.render_package(DeviceOptions().numerics, use_uram=True), "xcup")
     depth = 1 << address_bits
     if in_uram(width, depth, True):
         assert est.resources["uram"] == uram_blocks(width, depth) and est.resources["bram36"] == 0
