@@ -323,6 +323,9 @@ def generate(model: str | Path | ModelSpec | GraphCore, output: str | Path, *, b
     if flow == "hls" and options is not None and options.dump_engine:
         raise AmpHlsError("the dump engine is built into the RTL kernels only: generate it with --flow rtl "
                           "(the HLS kernels dump inline)")
+    if flow == "hls" and ((options is not None and options.lutram_depth) or (folding is not None and folding.lutram_depth)):
+        raise AmpHlsError("--lutram-depth places the RTL's memories only: generate it with --flow rtl (the hls "
+                          "flow leaves its arrays to Vitis HLS)")
     graph = resolve_graph(model)  # a graph that breaks the IR fails before anything is written
     if config is not None:
         graph = config.apply(graph)
@@ -330,7 +333,7 @@ def generate(model: str | Path | ModelSpec | GraphCore, output: str | Path, *, b
     board_given = board is not None or (config is not None and "board" in config.device)
     if folding is None and folds(config, fold, target_rate, board_given):
         folding = fold_for(model, board_spec.name, options=options, config=config, target_rate=target_rate,
-                           parallelism=parallelism, muf=muf)
+                           parallelism=parallelism, muf=muf, lutram_depth=0 if flow == "hls" else None)
     elif folding is None and parallelism:
         from .cycles.folding import check_fit
 

@@ -107,6 +107,11 @@ def test_generate_records_where_the_memories_go(tmp_path: Path, capsys: pytest.C
     assert "localparam integer LUTRAM_DEPTH = 128;" in (root / "rtl" / rtl.PACKAGE_FILE).read_text()
     with pytest.raises(SystemExit):
         main(["generate", "mlp", "--lutram-depth", "100", "-o", str(tmp_path / "q")])
+    assert main(["generate", "mlp", "--flow", "hls", "--lutram-depth", "128", "-o", str(tmp_path / "h")]) == 2
+    assert "places the RTL's memories only" in capsys.readouterr().err
+    assert not (tmp_path / "h").exists()
+    with pytest.raises(AmpHlsError, match="places the RTL's memories only"):
+        api.generate("mlp", tmp_path / "h", board="zcu104", flow="hls", options=DeviceOptions(lutram_depth=128))
 
 
 runner = pytest.importorskip("amp_hls.sim.runner")

@@ -41,8 +41,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     check_output_dir(args.output, args.force)  # before any work: a directory it may not write into
     config = load_config(args.config) if args.config is not None else None
     # an unknown board or a graph that breaks the IR (names included) fails before anything is written
+    if args.flow == "hls" and args.lutram_depth:
+        raise AmpHlsError("--lutram-depth places the RTL's memories only: generate it with --flow rtl (the hls "
+                          "flow leaves its arrays to Vitis HLS)")
+    lutram_depth = 0 if args.flow == "hls" else args.lutram_depth  # folding for the hls flow keeps block RAM
     options = api.device_options(config, muf=args.muf, cache_slots=args.cache_slots, dump_engine=args.dump_engine,
-                                 lutram_depth=args.lutram_depth)
+                                 lutram_depth=lutram_depth)
     options = _sized(args, config, options)  # what the bitstream fixes, for the model's training run
     pins = dict(args.parallelism or [])
     folding = None
@@ -57,7 +61,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         if args.mak is None and not cache_given and options.max_in_flight is not None:
             folding, options = api.fold_fitting(args.model, board_name, options, config=config,
                                                 target_rate=args.target_rate, parallelism=pins, muf=fold_muf,
-                                                lutram_depth=args.lutram_depth)
+                                                lutram_depth=lutram_depth)
             if folding.mak_lowered_from is not None:
                 print(f"mak {folding.mak_lowered_from} does not fit {board_name} (resource model): lowered to mak "
                       f"{options.max_in_flight} ({options.cache_slots} cache slots), the fastest predicted of those "
@@ -65,7 +69,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         else:
             folding = api.fold_for(args.model, board_name, options=options, config=config,
                                    target_rate=args.target_rate, parallelism=pins, muf=fold_muf,
-                                   lutram_depth=args.lutram_depth)
+                                   lutram_depth=lutram_depth)
         print(format_folding(folding))
     project = api.generate(args.model, args.output, board=args.board, config=config, force=args.force,
                            options=options, flow=args.flow, parallelism=pins, folding=folding,
