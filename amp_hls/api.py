@@ -320,12 +320,7 @@ def generate(model: str | Path | ModelSpec | GraphCore, output: str | Path, *, b
     from .codegen.project import generate_project
 
     board_spec = load_board(board or (config.device.get("board") if config else None) or DEFAULT_BOARD)
-    if flow == "hls" and options is not None and options.dump_engine:
-        raise AmpHlsError("the dump engine is built into the RTL kernels only: generate it with --flow rtl "
-                          "(the HLS kernels dump inline)")
-    if flow == "hls" and ((options is not None and options.lutram_depth) or (folding is not None and folding.lutram_depth)):
-        raise AmpHlsError("--lutram-depth places the RTL's memories only: generate it with --flow rtl (the hls "
-                          "flow leaves its arrays to Vitis HLS)")
+    check_flow(flow, options, folding)
     graph = resolve_graph(model)  # a graph that breaks the IR fails before anything is written
     if config is not None:
         graph = config.apply(graph)
@@ -342,6 +337,24 @@ def generate(model: str | Path | ModelSpec | GraphCore, output: str | Path, *, b
     if folding is None:
         return generate_project(graph, output, board_spec, options, force=force, flow=flow)
     return _generate_folded(graph, output, board_spec, options, folding, force, flow)
+
+
+def check_flow(flow: str, options: DeviceOptions | None, folding: Folding | None = None) -> None:
+    """Refuse what only the rtl flow builds: the dump engine, memories moved to LUT-RAM."""
+    if flow != "hls":
+        return
+    if options is not None and options.dump_engine:
+        raise AmpHlsError("the dump engine is built into the RTL kernels only: generate it with --flow rtl "
+                          "(the HLS kernels dump inline)")
+    if (options is not None and options.lutram_depth) or (folding is not None and folding.lutram_depth):
+        raise AmpHlsError("--lutram-depth places the RTL's memories only: generate it with --flow rtl (the hls "
+                          "flow leaves its arrays to Vitis HLS)")
+
+
+def _lutram_pin(lutram_depth: int | None, options: DeviceOptions) -> int | None:
+    """The LUT-RAM depth a folding is pinned to: the one given, else the options' when not 0;
+    None: the folding chooses (``_fastest_placement``)."""
+    return lutram_depth if lutram_depth is not None else (options.lutram_depth or None)
 
 
 def folds(config: RunConfig | None, fold: bool | None, target_rate: float | None, board_given: bool = False) -> bool:
@@ -405,7 +418,7 @@ def fold_fitting(model: str | Path | ModelSpec | GraphCore, board: str, options:
     0); None and 0 there: block RAM, unless block RAM stopped the folding or lowered the mak, when each of ``LUTRAM_DEPTHS`` is tried
     too (it frees block RAM for MACs and tag tables) and the fastest taken (the shallower limit,
     fewer LUTs, within ``LUTRAM_TIE``)."""
-    lutram_depth = lutram_depth if lutram_depth is not None else (options.lutram_depth or None)
+    lutram_depth = _lutram_pin(lutram_depth, options)
 
     def at(depth: int) -> tuple[Folding, DeviceOptions]:
         return _fold_fitting_at(model, board, dataclasses.replace(options, lutram_depth=depth), config=config,
@@ -520,7 +533,7 @@ def fold_for(model: str | Path | ModelSpec | GraphCore, board: str, *, options: 
                                                            and Path(str(model)).suffix != ".json" else None)
         inputs = sample_inputs(graph, instances, seed, spec)
     board_spec = load_board(board)
-    lutram_depth = lutram_depth if lutram_depth is not None else (options.lutram_depth or None)
+    lutram_depth = _lutram_pin(lutram_depth, options)
 
     def at(depth: int) -> Folding:
         return fold(graph, board_spec, inputs, dataclasses.replace(options, lutram_depth=depth),

@@ -23,7 +23,7 @@ from amp_hls.cycles.resources import (
     fifo_features,
     fifo_memory,
     kernel_rtl,
-    moved_to_lutram,
+    split_moved,
 )
 from amp_hls.design import DeviceOptions, build_design
 from amp_hls.errors import AmpHlsError
@@ -81,8 +81,9 @@ def test_the_model_moves_those_memories_from_block_ram_to_lutram() -> None:
     # its cells and read register, less what the row's fit priced a RAMB36's neighbours at
     assert (b.lut - a.lut, b.lutram - a.lutram, b.ff - a.ff) == pytest.approx((lut, lutram, ff), rel=0.05)
     # an amp_fifo keeps its entries in an amp_ram: 128 x 65 bits, a RAMB36, moved too
-    assert fifo_features(7)["bram"] == 1 and fifo_features(7, lutram_depth=128)["bram"] == 0
-    assert moved_to_lutram([fifo_memory(7)], "cost", False, 128) == [fifo_memory(7)]
+    assert fifo_features(7)["bram"] == 1 and fifo_features(7, kept=False)["bram"] == 0
+    assert split_moved([fifo_memory(7)], "cost", DeviceOptions(lutram_depth=128)) == ([], [fifo_memory(7)])
+    assert split_moved([fifo_memory(8)], "cost", DeviceOptions(lutram_depth=128)) == ([fifo_memory(8)], [])
 
 
 def test_block_ram_that_stops_the_folding_moves_shallow_memories_to_lutram() -> None:

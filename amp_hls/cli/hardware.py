@@ -41,12 +41,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     check_output_dir(args.output, args.force)  # before any work: a directory it may not write into
     config = load_config(args.config) if args.config is not None else None
     # an unknown board or a graph that breaks the IR (names included) fails before anything is written
-    if args.flow == "hls" and args.lutram_depth:
-        raise AmpHlsError("--lutram-depth places the RTL's memories only: generate it with --flow rtl (the hls "
-                          "flow leaves its arrays to Vitis HLS)")
-    lutram_depth = 0 if args.flow == "hls" else args.lutram_depth  # folding for the hls flow keeps block RAM
     options = api.device_options(config, muf=args.muf, cache_slots=args.cache_slots, dump_engine=args.dump_engine,
-                                 lutram_depth=lutram_depth)
+                                 lutram_depth=args.lutram_depth)
+    api.check_flow(args.flow, options)  # what only the rtl flow builds, refused before any work
+    lutram_depth = 0 if args.flow == "hls" else args.lutram_depth  # folding for the hls flow keeps block RAM
     options = _sized(args, config, options)  # what the bitstream fixes, for the model's training run
     pins = dict(args.parallelism or [])
     folding = None

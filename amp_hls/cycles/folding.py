@@ -236,6 +236,14 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
     if over:
         raise FitError(_misfit(design, board, margin, pricer.resources(start), over[0], coefficients), over[0])
 
+    def next_fitting(choice: Mapping[str, int], name: str) -> int | None:
+        """The node's next parallelism that fits the board with the others at ``choice``. A
+        Linear's memories change shape with its parallelism (words of P elements: a deep narrow
+        cache in URAM becomes a wide shallow one in block RAM or LUT-RAM), so a step that does not
+        fit may be followed by one that does."""
+        more = [p for p in candidates(nodes[name]) if p > choice[name]]  # type: ignore[arg-type]
+        return next((p for p in more if not _over(pricer.total({**choice, name: p}), budgets)), None)
+
     def fold_at(period: int) -> tuple[dict[str, int], dict[str, float], str, str | None]:
         """Raise the busiest Linear's parallelism until something else bounds the pace. The
         busiest is the one whose cycles without its GRADS dumps are the most: a dump streams one
@@ -262,19 +270,15 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
             if not more:
                 return choice, cycles, (f"{slowest} (linear) is the bottleneck at its largest useful "
                                         f"parallelism {choice[slowest]}"), None
-            # a Linear's memories change shape with its parallelism (words of P elements: a deep
-            # narrow cache in URAM becomes a wide shallow one in block RAM or LUT-RAM), so a step
-            # that does not fit may be followed by one that does: the first that fits is taken
-            fitting = next((p for p in more if not _over(pricer.total({**choice, slowest: p}), budgets)), None)
-            trial = {**choice, slowest: more[0] if fitting is None else fitting}
-            full = _over(pricer.total(trial), budgets)
-            if full:
-                r = full[0]
+            fitting = next_fitting(choice, slowest)
+            if fitting is None:
+                trial = {**choice, slowest: more[0]}
+                r = _over(pricer.total(trial), budgets)[0]
                 used = getattr(pricer.total(choice), r)
                 return choice, cycles, (f"the {LABELS[r]} budget: {used:,.0f} of {budgets[r]:,.0f} ({margin:.0%} of "
                                         f"{board.name}'s {board.resources.get(r, 0):,}) in use, {slowest} at "
                                         f"parallelism {more[0]} would need {getattr(pricer.total(trial), r) - used:,.0f} more"), r
-            choice = trial
+            choice = {**choice, slowest: fitting}
             cycles[slowest], bare[slowest] = price(slowest), price(slowest, no_dump)
 
     def pace_of(period: int, choice: Mapping[str, int]) -> Pace:
@@ -298,8 +302,7 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
         while target_rate is None or now < target_rate:
             worth = []
             for name in sorted(set(choice) - set(fixed)):
-                more = [p for p in candidates(nodes[name]) if p > choice[name]]  # type: ignore[arg-type]
-                p = next((p for p in more if not _over(pricer.total({**choice, name: p}), budgets)), None)
+                p = next_fitting(choice, name)
                 if p is None:
                     continue
                 node = dataclasses.replace(nodes[name], parallelism=p)  # type: ignore[type-var]

@@ -24,7 +24,7 @@ import dataclasses
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -223,13 +223,11 @@ def read_rtl(text: str, numerics: Any) -> KernelRtl:  # noqa: ANN401
     return KernelRtl(tuple(mems), tags, columns)
 
 
-def memory_features(mems: list[Memory], placement: str, use_uram: bool = False, lutram_depth: int = 0) -> dict[str, float]:
+def memory_features(mems: list[Memory], placement: str, use_uram: bool = False) -> dict[str, float]:
     """``kbits``: kilobits in LUT-RAM or flip-flops; ``bram``: RAMB36 of the memories in block
     RAM (``placement`` "distributed": none, every memory in LUT-RAM or flip-flops); ``uram``:
     URAM288 blocks of those the RTL marks for URAM (``use_uram``: a board with some). The memories
-    the RTL moves from block RAM to LUT-RAM (``lutram_depth``) are in none: ``moved_to_lutram``."""
-    moved = set(map(id, moved_to_lutram(mems, placement, use_uram, lutram_depth)))
-    mems = [m for m in mems if id(m) not in moved]
+    the RTL moves from block RAM to LUT-RAM are not among ``mems`` (``split_moved``)."""
     ultra = [m.in_uram(use_uram) for m in mems]
     blocks = [placement == "cost" and m.sync and m.in_bram and not u for m, u in zip(mems, ultra)]
     return {"kbits": sum(m.bits for m, b, u in zip(mems, blocks, ultra) if not b and not u) / 1024,
@@ -238,12 +236,18 @@ def memory_features(mems: list[Memory], placement: str, use_uram: bool = False, 
             "uram": float(sum(m.uram_blocks for m, u in zip(mems, ultra) if u))}
 
 
-def moved_to_lutram(mems: list[Memory], placement: str, use_uram: bool, lutram_depth: int) -> list[Memory]:
-    """The memories that would be in block RAM but that the RTL marks for LUT-RAM (amp_ram's
-    rule, amp_hls.memories). The fitted rows price a kind's own small LUT-RAM memories (their
-    ``kbits``); these are priced by their cells (``lutram_price``), as Yosys maps them."""
-    return [m for m in mems if placement == "cost" and m.sync and not m.rom and m.in_bram
-            and in_lutram(m.width, m.depth, use_uram, lutram_depth)]
+def split_moved(mems: Sequence[Memory], placement: str, options: DeviceOptions) -> tuple[list[Memory], list[Memory]]:
+    """``mems`` as (kept, moved): moved, those that would be in block RAM but that the RTL marks
+    for LUT-RAM (amp_ram's rule, amp_hls.memories). The fitted rows price the kept ones (a kind's
+    own small LUT-RAM memories by their ``kbits``); the moved ones are priced by their cells
+    (``lutram_price``), as Yosys maps them."""
+    kept: list[Memory] = []
+    moved: list[Memory] = []
+    for m in mems:
+        move = (placement == "cost" and m.sync and not m.rom and m.in_bram
+                and in_lutram(m.width, m.depth, options.use_uram, options.lutram_depth))
+        (moved if move else kept).append(m)
+    return kept, moved
 
 
 def lutram_price(mems: list[Memory]) -> Resources:
@@ -261,15 +265,20 @@ def kernel_rtl(design: DeviceDesign, name: str) -> KernelRtl:
     return read_rtl(render_kernel(design, name), design.options.numerics)
 
 
-def kernel_features(design: DeviceDesign, name: str, placement: str, found: KernelRtl | None = None) -> dict[str, float]:
-    """The features of one kernel of ``design`` (at its options and its nodes' parallelism);
-    ``found``: its RTL already read."""
+def kernel_features(design: DeviceDesign, name: str, placement: str) -> dict[str, float]:
+    """The features of one kernel of ``design`` (at its options and its nodes' parallelism)."""
+    return _kernel_parts(design, name, placement)[0]
+
+
+def _kernel_parts(design: DeviceDesign, name: str, placement: str) -> tuple[dict[str, float], list[Memory]]:
+    """``kernel_features``, and the memories the RTL moves to LUT-RAM (left out of them)."""
     node = design.nodes[name].node
-    found = found or kernel_rtl(design, name)
+    found = kernel_rtl(design, name)
+    kept, moved = split_moved(found.memories, placement, design.options)
     lanes = getattr(node, "parallelism", 0) if node.kind == "linear" else 0
     return {"one": 1.0, "tags": found.tag_columns / 1024, "lanes": float(lanes), "routes": 0.0,
             "ports": float(len(design.nodes[name].ports)),
-            **memory_features(list(found.memories), placement, design.options.use_uram, design.options.lutram_depth)}
+            **memory_features(kept, placement, design.options.use_uram)}, moved
 
 
 def fifo_memory(address_bits: int) -> Memory:
@@ -277,10 +286,10 @@ def fifo_memory(address_bits: int) -> Memory:
     return Memory("fifo", BEAT_BITS + 1, 1 << address_bits)
 
 
-def fifo_features(address_bits: int, use_uram: bool = False, lutram_depth: int = 0) -> dict[str, float]:
-    """One amp_fifo (``fifo_memory``)."""
+def fifo_features(address_bits: int, use_uram: bool = False, kept: bool = True) -> dict[str, float]:
+    """One amp_fifo (``fifo_memory``); ``kept`` False: its entries moved to LUT-RAM (``split_moved``)."""
     return {"one": 1.0, "tags": 0.0, "lanes": 0.0, "routes": 0.0, "ports": 0.0,
-            **memory_features([fifo_memory(address_bits)], "cost", use_uram, lutram_depth)}
+            **memory_features([fifo_memory(address_bits)] if kept else [], "cost", use_uram)}
 
 
 def boundary_features(routes: int) -> dict[str, float]:
@@ -384,10 +393,8 @@ def kernel_resources(design: DeviceDesign, name: str, coefficients: Coefficients
     row = (coefficients or load_coefficients()).kinds.get(kind)
     if row is None:
         raise AmpHlsError(f"no resource model for node kind {kind!r} (node '{name}')")
-    found = kernel_rtl(design, name)
-    o = design.options
-    moved = moved_to_lutram(list(found.memories), row.placement, o.use_uram, o.lutram_depth)
-    return row.price(kernel_features(design, name, row.placement, found)) + lutram_price(moved)
+    features, moved = _kernel_parts(design, name, row.placement)
+    return row.price(features) + lutram_price(moved)
 
 
 def with_parallelism(design: DeviceDesign, name: str, parallelism: int) -> DeviceDesign:
@@ -454,8 +461,9 @@ def design_resources(design: DeviceDesign, coefficients: Coefficients | None = N
     fifos = Resources()
     for link in design.wiring.streams:
         bits = fifo_address_bits(link, options)
-        moved = moved_to_lutram([fifo_memory(bits)], "cost", options.use_uram, options.lutram_depth)
-        fifos = fifos + b["fifo"].price(fifo_features(bits, options.use_uram, options.lutram_depth)) + lutram_price(moved)
+        _, moved = split_moved([fifo_memory(bits)], "cost", options)
+        features = fifo_features(bits, options.use_uram, kept=not moved)
+        fifos = fifos + b["fifo"].price(features) + lutram_price(moved)
     return DesignResources(kernels, boundary, fifos, unpriced)
 
 
