@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from .errors import AmpHlsError
+from .interrupts import interrupts_deferred
 
 META = "meta"  # the entry holding the JSON metadata
 PLAIN_KINDS = "biuf"  # bool, integers, floats: what a checkpoint's arrays may hold
@@ -34,7 +35,12 @@ ZIP_FLAGS = 0x08 | 0x800  # the zip entry flags np.savez may set: a data descrip
 
 
 def write_checkpoint(path: str | Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
-    path = Path(path)
+    """Whole or not at all; a SIGINT meanwhile is delivered once the file is in place (or gone)."""
+    with interrupts_deferred():
+        _write(Path(path), arrays, meta)
+
+
+def _write(path: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..checkpoint import Contents, write_checkpoint
 from ..errors import AmpHlsError
+from ..interrupts import interrupts_deferred
 from ..kernels.base import StalenessStats
 from ..models import ModelSpec
 from ..runtime.optim import MOMENTS, Optimizer
@@ -499,8 +500,9 @@ class ParameterServerRank:
             "wall_s": self.wall_s,
             "history": [asdict(r) for r in self.history],
         }
-        write_checkpoint(path, arrays, meta)
-        self.saved = (self.version, self.wall_s)
+        with interrupts_deferred():  # so that ``saved`` always names what the file holds
+            write_checkpoint(path, arrays, meta)
+            self.saved = (self.version, self.wall_s)
 
     def _resume(self, path: Path) -> None:
         """Continue from a server checkpoint of this model, every part of it checked first."""

@@ -20,6 +20,7 @@ import numpy as np
 from ..checkpoint import Contents, write_checkpoint
 from ..datasets import Example, Splits
 from ..errors import AmpHlsError
+from ..interrupts import interrupts_deferred
 from ..ir import Graph
 from ..kernels import Kernel, ParamKernel
 from ..kernels.host import LossKernel
@@ -164,8 +165,9 @@ class TrainerBase:
                 if on_epoch is not None:
                     on_epoch(record)
                 if checkpoint is not None:
-                    self.save(checkpoint)
-                    saved = self.epoch
+                    with interrupts_deferred():  # so that ``saved`` always names what the file holds
+                        self.save(checkpoint)
+                        saved = self.epoch
                 if self.reached_target:
                     break
         except KeyboardInterrupt:
