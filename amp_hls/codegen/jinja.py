@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import jinja2
 
 from ..resources import templates_dir
+from ..toolchain import user_cache_dir
 from ..version import __version__
 
 OPTIONS: dict[str, Any] = {
@@ -37,9 +37,8 @@ def bytecode_dir() -> Path:
     """``$XDG_CACHE_HOME/amp-hls/jinja`` (else ``~/.cache``), one folder per amp-hls version and
     environment options: Jinja keys its cache by template source only, not by the options the
     code was compiled with."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     key = hashlib.sha256(f"{__version__} {jinja2.__version__} {sorted(OPTIONS.items(), key=str)}".encode())
-    return Path(base) / "amp-hls" / "jinja" / key.hexdigest()[:16]
+    return user_cache_dir("jinja") / key.hexdigest()[:16]
 
 
 def _bytecode_cache() -> jinja2.BytecodeCache | None:

