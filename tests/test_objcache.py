@@ -1,4 +1,5 @@
-"""The Verilator runtime's objects are compiled once and reused; the design's never are."""
+"""The Verilator runtime's objects are compiled once and reused; the design's, and cocotb's main
+(which includes the design's header), never are."""
 
 from __future__ import annotations
 
@@ -36,16 +37,20 @@ def fake(tmp_path: Path) -> dict[str, Path]:
     runtime.mkdir()
     (runtime / "verilated.cpp").write_text("runtime v1\n")
     (runtime / "verilated.h").write_text("header v1\n")
+    main = tmp_path / "cocotb"
+    main.mkdir()
+    (main / "verilator.cpp").write_text('#include "Vtop.h"\n')
     build = tmp_path / "build"
     build.mkdir()
     (build / "Vtop.cpp").write_text("design\n")
-    return {"cxx": cxx, "calls": calls, "runtime": runtime, "build": build, "cache": tmp_path / "cache"}
+    return {"cxx": cxx, "calls": calls, "runtime": runtime, "build": build, "cache": tmp_path / "cache", "main": main}
 
 
 def _compile(fake: dict[str, Path], source: str, out: str, *flags: str, cache: bool = True) -> int:
-    env = {k: v for k, v in os.environ.items() if k != objcache.CACHE_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in (objcache.CACHE_ENV, objcache.SOURCES_ENV)}
     if cache:
         env[objcache.CACHE_ENV] = str(fake["cache"])
+        env[objcache.SOURCES_ENV] = str(fake["runtime"])
     cmd = [sys.executable, "-I", objcache.__file__, str(fake["cxx"]), "-Os", *flags, f"-I{fake['runtime']}",
            "-c", "-o", out, source]
     return subprocess.run(cmd, cwd=fake["build"], env=env).returncode
@@ -79,14 +84,15 @@ def test_other_flags_a_changed_runtime_or_another_compiler_miss(fake):
     assert _calls(fake) == 4
 
 
-def test_the_design_and_an_unset_cache_always_compile(fake):
-    _compile(fake, str(fake["build"] / "Vtop.cpp"), "Vtop.o")
-    _compile(fake, str(fake["build"] / "Vtop.cpp"), "Vtop.o")
-    assert _calls(fake) == 2 and not fake["cache"].exists()
+def test_the_design_cocotbs_main_and_an_unset_cache_always_compile(fake):
+    for source in (fake["build"] / "Vtop.cpp", fake["main"] / "verilator.cpp"):  # the main includes Vtop.h
+        _compile(fake, str(source), "x.o")
+        _compile(fake, str(source), "x.o")
+    assert _calls(fake) == 4 and not fake["cache"].exists()
     source = str(fake["runtime"] / "verilated.cpp")
     _compile(fake, source, "verilated.o", cache=False)
     _compile(fake, source, "verilated.o", cache=False)
-    assert _calls(fake) == 4 and not fake["cache"].exists()
+    assert _calls(fake) == 6 and not fake["cache"].exists()
 
 
 def test_a_failed_compile_keeps_nothing_and_passes_its_status_on(fake):
@@ -98,5 +104,11 @@ def test_a_failed_compile_keeps_nothing_and_passes_its_status_on(fake):
 def test_the_environment_points_verilator_at_the_script_and_the_users_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     env = toolchain.objcache_env()
+    bin_dir = toolchain.verilator_bin()
+    if bin_dir is None:
+        assert env == {}
+        return
     assert env[objcache.CACHE_ENV] == str(tmp_path / "amp-hls" / "verilator-objects")
     assert env["OBJCACHE"].split()[-1] == str(Path(objcache.__file__).resolve())
+    assert Path(env[objcache.SOURCES_ENV]) == bin_dir.parent / "include"  # the wheel's runtime, nothing else
+    assert (Path(env[objcache.SOURCES_ENV]) / "verilated.cpp").is_file()

@@ -1,13 +1,15 @@
-"""Verilator's OBJCACHE: a prefix to each of a build's compiles that keeps the objects of the
-runtime sources (Verilator's ``verilated*.cpp``, cocotb's ``verilator.cpp``).
+"""Verilator's OBJCACHE: a prefix to each of a build's compiles that keeps the objects of
+Verilator's runtime (``include/verilated*.cpp``, its "global" objects).
 
-Every Verilator build compiles that runtime again, and it is the same for every design: about 10
-of a cocotb testbench build's 12 seconds. An object compiled from a source outside the build
-directory is kept in ``$AMP_HLS_OBJCACHE_DIR`` under a key of the command line (less the output
-name), the compiler binary and every file of the source's directory and of each absolute ``-I``
-directory (their names, sizes and times: a reinstalled wheel is another key). Anything compiled
-from the build directory itself (the design) runs the compiler unchanged, as does everything when
-the variable is unset.
+Every Verilator build compiles that runtime again, and it is the same for every design: about 9
+of a cocotb testbench build's 12 seconds. An object compiled from a source in
+``$AMP_HLS_OBJCACHE_SOURCES`` (the runtime's directory) is kept in ``$AMP_HLS_OBJCACHE_DIR``
+under a key of the command line (less the output name), the compiler binary and every file of
+each absolute ``-I`` directory and of the source's (their names, sizes and times: a reinstalled
+wheel is another key). Nothing else is: the design's files, and cocotb's ``verilator.cpp``, the
+simulator's ``main``, which includes the design's ``Vtop.h`` (an object of it kept from another
+design crashes the simulation), run the compiler unchanged, as everything does when either
+variable is unset.
 
 Run as a script (``python -I objcache.py CXX ARGS...``), standard library only: it prefixes each
 compile, so it must start in milliseconds, without importing amp_hls (``toolchain.objcache_env``).
@@ -24,11 +26,12 @@ import tempfile
 from pathlib import Path
 
 CACHE_ENV = "AMP_HLS_OBJCACHE_DIR"
+SOURCES_ENV = "AMP_HLS_OBJCACHE_SOURCES"  # the one directory whose sources are kept
 KEY_VERSION = "1"  # part of every key: a change of what a key covers retires the old objects
 
 
-def runtime_source(args: list[str], cwd: Path) -> tuple[Path, int] | None:
-    """(source, index of the output name) of a compile of one source from outside ``cwd``
+def runtime_source(args: list[str], sources: Path) -> tuple[Path, int] | None:
+    """(source, index of the output name) of a compile of one source from ``sources``
     (``CXX ... -c -o OUT SRC``), or None: not one this cache keeps."""
     if "-c" not in args or "-o" not in args[:-1]:
         return None
@@ -36,7 +39,7 @@ def runtime_source(args: list[str], cwd: Path) -> tuple[Path, int] | None:
     source = Path(args[-1])
     if out == len(args) - 1 or not source.is_absolute() or source.suffix not in (".c", ".cc", ".cpp"):
         return None
-    if source.resolve().is_relative_to(cwd.resolve()):
+    if source.resolve().parent != sources.resolve():
         return None
     return source, out
 
@@ -76,8 +79,8 @@ def main(args: list[str]) -> int:
     if not args:
         print("usage: objcache.py CXX ARGS...", file=sys.stderr)
         return 2
-    root = os.environ.get(CACHE_ENV)
-    found = runtime_source(args, Path.cwd()) if root else None
+    root, sources = os.environ.get(CACHE_ENV), os.environ.get(SOURCES_ENV)
+    found = runtime_source(args, Path(sources)) if root and sources else None
     if found is None:
         return subprocess.call(args)
     source, out = found
