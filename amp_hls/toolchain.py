@@ -43,11 +43,10 @@ def objcache_env() -> dict[str, str]:
     bin_dir = verilator_bin()
     if bin_dir is None:
         return {}
-    from .sim import objcache  # stdlib only: the names it reads are defined there once
-
-    return {"OBJCACHE": f"{shlex.quote(sys.executable)} -I {shlex.quote(str(Path(objcache.__file__).resolve()))}",
-            objcache.CACHE_ENV: str(user_cache_dir("verilator-objects")),
-            objcache.SOURCES_ENV: str(bin_dir.parent / "include")}
+    script = Path(__file__).resolve().parent / "sim" / "objcache.py"
+    return {"OBJCACHE": f"{shlex.quote(sys.executable)} -I {shlex.quote(str(script))}",
+            "AMP_HLS_OBJCACHE_DIR": str(user_cache_dir("verilator-objects")),
+            "AMP_HLS_OBJCACHE_SOURCES": str(bin_dir.parent / "include")}
 
 
 def verilator_bin() -> Path | None:
