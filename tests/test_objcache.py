@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from amp_hls import toolchain
-from amp_hls.sim import objcache
+from amp_hls import objcache, toolchain
 
 # a stand-in compiler: writes its source's text and its flags to the output, counting its calls
 FAKE_CXX = """#!{python}
