@@ -23,7 +23,7 @@ from amp_hls.cycles.folding import (
 )
 from amp_hls.cycles.report import count_messages, cycle_report, pace, sample_inputs
 from amp_hls.cycles.resources import BOARD_RESOURCES, design_resources
-from amp_hls.design import DeviceOptions, build_design
+from amp_hls.design import DeviceOptions, build_design, linear_aligned
 from amp_hls.errors import AmpHlsError
 from amp_hls.host.settings import generation_options
 from amp_hls.ir import Graph, Linear
@@ -45,9 +45,14 @@ def mlp():  # type: ignore[no-untyped-def]
     return graph, sample_inputs(graph, 6)
 
 
-def test_candidates_are_the_smallest_parallelism_per_word_count() -> None:
-    node = Linear(name="l", in_features=10, out_features=3)
-    assert candidates(node) == [1, 2, 3, 4, 5, 10]
+def test_candidates_are_the_smallest_aligned_parallelism_per_word_count() -> None:
+    # 10 inputs: 1, 2, 3, 4 words of one beat or less as they come; 5 (two words) rounds up to 8,
+    # a whole number of beats (design.linear_aligned); 10 is one word a row
+    assert candidates(Linear(name="l", in_features=10, out_features=3)) == [1, 2, 3, 4, 8, 10]
+    # 64 inputs: no P above a beat that shifts elements; every word count below a beat's P kept
+    wide = candidates(Linear(name="w", in_features=64, out_features=1))
+    assert wide == [1, 2, 3, 4, 8, 12, 16, 24, 32, 64]
+    assert all(linear_aligned(64, p) for p in wide if p > 4)
     assert max(candidates(Linear(name="w", in_features=300, out_features=1))) <= MAX_PARALLELISM
 
 

@@ -61,7 +61,7 @@ def _graph() -> Graph:
     g = Graph("rtl_linear")
     # the sources feed activations: a Linear fed straight by a source sends no dx (design.skips_dx)
     h = g.tanh(g.source("x", width=10, max_rows=MAX_ROWS), name="xa")
-    h = g.linear(h, 5, name="fa", parallelism=1)
+    h = g.linear(h, 5, name="fa", parallelism=10)  # one word a row, P not a multiple of a beat
     h = g.linear(h, 11, bias=False, name="fb", parallelism=4)
     h = g.linear(h, 8, name="fc", parallelism=8)
     h = g.linear(h, 3, name="fd", parallelism=3)

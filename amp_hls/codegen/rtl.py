@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..control import SATURATION_BITS, control_constants
-from ..design import DeviceDesign, DeviceOptions, has_dump_engine, index_bits, port_reads
+from ..design import DeviceDesign, DeviceOptions, has_dump_engine, index_bits, linear_aligned, port_reads
 from ..errors import AmpHlsError
 from ..kinds import KINDS
 from ..memories import package_constants
@@ -133,6 +133,7 @@ def render_kernel(design: DeviceDesign, name: str) -> str:
         state_word_bits=STATE_WORD_BITS,
         skip_dx=kernel.skip_dx,  # a Linear fed by a host source sends no in0_grad (design.skips_dx)
         dump_engine=has_dump_engine(getattr(node, "parallelism", 1), options),  # a Linear's dump buffer
+        aligned=node.kind == "linear" and linear_aligned(node.in_features, node.parallelism),  # type: ignore[attr-defined]
         loss_tables=loss_tables(options.numerics.data),  # a Loss kernel's exp/log tables
     )
 

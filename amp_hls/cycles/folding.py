@@ -36,13 +36,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..codegen.boards import Board
-from ..design import DeviceDesign, DeviceOptions, NodeDesign, build_design
+from ..design import DeviceDesign, DeviceOptions, NodeDesign, build_design, linear_aligned
 from ..errors import AmpHlsError
 from ..ir import LIMITS, GraphCore, Linear, graph_from_json
 from ..ir.validate import strongly_connected
 from ..kinds import cycle_model
 from ..models.inputs import Inputs
 from ..placement import Placement
+from ..wire import Kind, elements_per_beat
 from . import busy_cycles
 from .report import Load, Pace, batched, link_beats, merged, safe_in_flight, turns_pace
 from .resources import (
@@ -130,9 +131,18 @@ class Folding:
 
 
 def candidates(node: Linear) -> list[int]:
-    """The parallelisms worth trying: the smallest that gives each number of MAC words per row."""
-    out = sorted({-(-node.in_features // words) for words in range(1, node.in_features + 1)})
-    return [p for p in out if p <= MAX_PARALLELISM]
+    """The parallelisms worth trying: the smallest that gives each number of MAC words per row,
+    rounded up to whole beats where it is more than one beat's elements and not yet aligned
+    (``design.linear_aligned``: its packer and unpacker then need no element shifter, about 70
+    LUTs a MAC fewer; such a P seldom buys a word fewer than the aligned one above it)."""
+    n, epb = node.in_features, elements_per_beat(Kind.DATA)
+    out = set()
+    for words in range(1, n + 1):
+        p = -(-n // words)
+        if p > epb and not linear_aligned(n, p):
+            p = min(-(-p // epb) * epb, n)
+        out.add(p)
+    return [p for p in sorted(out) if p <= MAX_PARALLELISM]
 
 
 def is_static(graph: GraphCore) -> bool:

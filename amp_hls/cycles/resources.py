@@ -5,7 +5,8 @@ Each kernel is described by a few features read off its rendered RTL (``codegen.
 text Yosys would get): a constant, the columns of its tag tables (``amp_tag_table``, a CAM in
 LUT-RAM: SLOTS x ceil(TW / CW) columns of one LUT each, CW read off hw/rtl/amp_tag_table.sv, and
 their AND trees; no tag flip-flops), its stream ports (a handshake each, and a branch of the
-input select and output route), the Linear MAC lanes (``parallelism``) and its memories
+input select and output route), the Linear MAC lanes (``parallelism``) and element shifters
+(``shift_kbits``: small below a beat, none at the wider parallelisms the folding picks), and its memories
 (``amp_ram``, ``amp_rom``, and plain arrays), with their widths and depths evaluated from the
 module's and ``amp_pkg``'s integer localparams. Each synchronous memory is placed as Yosys places
 it, by cost: block RAM when fewer RAMB36 cost less than the LUT-RAM cells (``synth_xilinx``'s
@@ -31,12 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from ..codegen.boards import Board
-from ..design import DeviceDesign, DeviceOptions, fifo_address_bits
+from ..design import DeviceDesign, DeviceOptions, fifo_address_bits, linear_aligned
 from ..errors import AmpHlsError
 from ..kinds import KINDS, device_kinds
 from ..memories import in_lutram, in_uram, lutram_cost, uram_blocks
 from ..resources import hw_dir, templates_dir
-from ..wire import BEAT_BITS
+from ..wire import BEAT_BITS, Kind, elements_per_beat
 
 COEFFICIENTS_FILE = Path(__file__).with_name("resource_coefficients.json")
 COEFFICIENTS_SCHEMA = "amp-hls.resource-coefficients/2"  # /2: the "lut" rows price logic LUTs, LUT-RAM added
@@ -47,15 +48,17 @@ RESOURCES = ("lut", "ff", "dsp", "bram36", "lutram")  # the fitted ones; lutram:
 MEASURES = (*RESOURCES, "uram")
 BOARD_RESOURCES = ("lut", "ff", "dsp", "bram36", "uram")  # the ones a board budgets (hw/boards/*.json)
 LABELS = {"lut": "LUT", "ff": "FF", "dsp": "DSP", "bram36": "BRAM36", "lutram": "LUTRAM", "uram": "URAM"}
-# one: a constant; tags: thousands (1024) of tag-table CAM columns; lanes: a Linear's MACs; kbits: kilobits of
+# one: a constant; tags: thousands (1024) of tag-table CAM columns; lanes: a Linear's MACs; shift: an
+# unaligned Linear's element shifters (shift_kbits); kbits: kilobits of
 # memory in LUT-RAM or flip-flops; akbits: those of plain arrays (read asynchronously, never in
 # block RAM); bram: RAMB36 of the memories in block RAM; uram: URAM288 blocks of those in URAM
 # (priced as themselves); routes: boundary routes; ports: a kernel's AXI-stream ports (a port's
 # handshake and its branch of the input select / output route: a 7-copy broadcast has 16)
-FEATURES = ("one", "tags", "lanes", "kbits", "akbits", "bram", "uram", "routes", "ports")
+# shift: kilobit-stages of an unaligned Linear's element shifters (``shift_kbits``)
+FEATURES = ("one", "tags", "lanes", "shift", "kbits", "akbits", "bram", "uram", "routes", "ports")
 # the features each resource is fitted on (a coefficient per feature and kind)
 USES: dict[str, tuple[str, ...]] = {
-    "lut": ("one", "tags", "lanes", "kbits", "routes", "ports"),
+    "lut": ("one", "tags", "lanes", "shift", "kbits", "routes", "ports"),
     "ff": ("one", "tags", "lanes", "akbits", "routes", "ports"),  # not kbits: a memory moving to block RAM
     # frees LUTs, and a fit on kbits would have the FFs drop with more slots
     "dsp": ("one", "lanes"),
@@ -276,9 +279,20 @@ def _kernel_parts(design: DeviceDesign, name: str, placement: str) -> tuple[dict
     found = kernel_rtl(design, name)
     kept, moved = split_moved(found.memories, placement, design.options)
     lanes = getattr(node, "parallelism", 0) if node.kind == "linear" else 0
-    return {"one": 1.0, "tags": found.tag_columns / 1024, "lanes": float(lanes), "routes": 0.0,
+    shift = shift_kbits(node.in_features, lanes) if node.kind == "linear" else 0.0  # type: ignore[attr-defined]
+    return {"one": 1.0, "tags": found.tag_columns / 1024, "lanes": float(lanes), "shift": shift, "routes": 0.0,
             "ports": float(len(design.nodes[name].ports)),
             **memory_features(kept, placement, design.options.use_uram)}, moved
+
+
+def shift_kbits(in_features: int, parallelism: int) -> float:
+    """The element shifters of a Linear whose beats do not land on whole groups of its words
+    (``design.linear_aligned``), in kilobit-stages: its packer and unpacker each shift a buffer of
+    P + epb - 1 elements by any of P offsets, log2 P stages of 2:1 multiplexers; 0 when aligned."""
+    if linear_aligned(in_features, parallelism):
+        return 0.0
+    epb = elements_per_beat(Kind.DATA)
+    return (parallelism + epb - 1) * (BEAT_BITS // epb) * (parallelism - 1).bit_length() / 1024
 
 
 def fifo_memory(address_bits: int) -> Memory:
@@ -288,12 +302,12 @@ def fifo_memory(address_bits: int) -> Memory:
 
 def fifo_features(address_bits: int, use_uram: bool = False, kept: bool = True) -> dict[str, float]:
     """One amp_fifo (``fifo_memory``); ``kept`` False: its entries moved to LUT-RAM (``split_moved``)."""
-    return {"one": 1.0, "tags": 0.0, "lanes": 0.0, "routes": 0.0, "ports": 0.0,
+    return {"one": 1.0, "tags": 0.0, "lanes": 0.0, "shift": 0.0, "routes": 0.0, "ports": 0.0,
             **memory_features([fifo_memory(address_bits)] if kept else [], "cost", use_uram)}
 
 
 def boundary_features(routes: int) -> dict[str, float]:
-    return {"one": 1.0, "tags": 0.0, "lanes": 0.0, "routes": float(routes), "ports": 0.0, "kbits": 0.0, "akbits": 0.0, "bram": 0.0,
+    return {"one": 1.0, "tags": 0.0, "lanes": 0.0, "shift": 0.0, "routes": float(routes), "ports": 0.0, "kbits": 0.0, "akbits": 0.0, "bram": 0.0,
             "uram": 0.0}
 
 
