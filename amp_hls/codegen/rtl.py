@@ -22,7 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..control import SATURATION_BITS, control_constants
-from ..design import DeviceDesign, DeviceOptions, has_dump_engine, index_bits, linear_aligned, port_reads
+from ..design import (
+    DeviceDesign,
+    DeviceOptions,
+    has_dump_engine,
+    index_bits,
+    linear_aligned,
+    port_reads,
+)
 from ..errors import AmpHlsError
 from ..kinds import KINDS
 from ..memories import package_constants
