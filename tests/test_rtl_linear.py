@@ -314,6 +314,26 @@ def test_mlp_layers_reach_half_the_dsp_peak(harness: tuple[Graph, Path], tmp_pat
     assert efficiency >= 0.5
 
 
+def test_an_aligned_linear_places_beats_by_group() -> None:
+    """The packer and unpacker shift a beat by any number of elements only where the beats of a
+    row do not land on whole groups of a word (``design.linear_aligned``); the bit-exact tests
+    above run both paths: fb, fc, fe (P a multiple of 4) and fa (P=10, one word a row) place
+    beats by group, fd (P=3) and ff (P=1) shift."""
+    from amp_hls.codegen.rtl import render_kernel
+    from amp_hls.design import linear_aligned
+
+    g = _graph()
+    design = build_design(g, OPTIONS)
+    aligned = set()
+    for name in (*NODES, *MLP):
+        node = g.nodes[name]
+        text = render_kernel(design, name)
+        assert ("<< (pk_left * EB)" in text) != linear_aligned(node.in_features, node.parallelism), name
+        if linear_aligned(node.in_features, node.parallelism):
+            aligned.add(name)
+    assert aligned == {"fa", "fb", "fc", "fe"}
+
+
 def test_a_linear_fed_by_a_source_sends_no_dx() -> None:
     """The mlp's fc0 reads a host source (``design.skips_dx``): the numpy device model sends
     nothing back on that channel, the host answers the source itself, and every edge on both
