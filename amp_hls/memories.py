@@ -19,6 +19,15 @@ chosen by the folding when block RAM bounds it), every amp_ram memory of at most
 that is not in URAM is marked ``(* ram_style = "distributed" *)``: RAM64M cells, four LUTs each
 holding three bits of 64 words, a LUT per bit choosing among up to four of them, and the read
 register in flip-flops (``lutram_cost``; Yosys maps them so, tests/test_lutram.py).
+
+Wide shallow memories are the other way round on boards short of LUTs: Yosys' cost rule puts a
+memory in LUT-RAM whenever its cells cost less than the block RAM it would fill a quarter or less
+(257 per RAMB36 against 8 per RAM64M), so a Linear's banks at P=32 (G: 1,536 bits x 64 words)
+became thousands of LUTs on pynq-z2 with most of its block RAM free. So every amp_ram of at least
+``BLOCK_MIN_BITS`` that is neither in URAM nor named by ``lutram_depth`` is marked
+``(* ram_style = "block" *)`` (``in_block``): tree-rnn's compose at P=32 and 46 slots takes
+11,219 LUT and 36.5 RAMB36 instead of 13,935 and 7.5 (Yosys). Where block RAM is what binds, the
+folding's ``lutram_depth`` moves the shallow ones back.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ URAM_MIN_FILL_PERMILLE = 400
 LUTRAM_DEPTHS = (128, 256)  # the depth limits the folding tries when block RAM bounds it
 LUTRAM_CELL_BITS, LUTRAM_CELL_WORDS, LUTRAM_CELL_LUTS = 3, 64, 4  # a RAM64M
 LUTRAM_MUX_INPUTS = 4  # cells one LUT6 chooses among (per bit)
+BLOCK_MIN_BITS = 16 * 1024  # an amp_ram of this many bits or more goes to block RAM (in_block)
 
 
 def uram_blocks(width: int, depth: int) -> int:
@@ -52,6 +62,14 @@ def in_lutram(width: int, depth: int, use_uram: bool, lutram_depth: int) -> bool
     """Whether the RTL marks this synchronous memory for LUT-RAM: at most ``lutram_depth`` words
     (0: none is) and not in URAM (amp_ram.sv computes the same from amp_pkg's LUTRAM_DEPTH)."""
     return 0 < depth <= lutram_depth and not in_uram(width, depth, use_uram)
+
+
+def in_block(width: int, depth: int, use_uram: bool, lutram_depth: int) -> bool:
+    """Whether the RTL marks this synchronous memory for block RAM whatever Yosys' cost rule would
+    choose: at least ``BLOCK_MIN_BITS``, not in URAM, not moved to LUT-RAM (amp_ram.sv computes the
+    same from amp_pkg's BLOCK_MIN_BITS)."""
+    return (width * depth >= BLOCK_MIN_BITS and not in_uram(width, depth, use_uram)
+            and not in_lutram(width, depth, use_uram, lutram_depth))
 
 
 def lutram_cost(width: int, depth: int) -> tuple[int, int, int]:
@@ -76,4 +94,4 @@ def package_constants(use_uram: bool, lutram_depth: int = 0) -> dict[str, int]:
     """The rule's constants as amp_pkg integer localparams."""
     return {"USE_URAM": int(use_uram), "URAM_WORD_BITS": URAM_WORD_BITS, "URAM_WORDS": URAM_WORDS,
             "URAM_BLOCK_BITS": URAM_BLOCK_BITS, "URAM_MIN_FILL_PERMILLE": URAM_MIN_FILL_PERMILLE,
-            "LUTRAM_DEPTH": lutram_depth}
+            "LUTRAM_DEPTH": lutram_depth, "BLOCK_MIN_BITS": BLOCK_MIN_BITS}

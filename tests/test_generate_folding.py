@@ -76,11 +76,11 @@ def test_a_lowered_mak_is_weighed_among_every_small_one() -> None:
 
 
 def test_a_lowered_mak_is_not_advised_up(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """tree-rnn pinned at compose=64, embed=16 fits pynq-z2 at mak 1 only (by the resource model; embed=8 and 12
-    fit mak 2): its pace is bound by the one instance in flight, and the advice says a larger mak does not fit,
-    not "raise --mak"."""
-    assert main(["generate", "tree-rnn", "-o", str(tmp_path / "p"), "--board", "pynq-z2",
-                 "--parallelism", "compose=64", "--parallelism", "embed=16"]) == 0
+    """tree-rnn pinned at every Linear's input width but head's (compose=64, embed=30, head=16) fits
+    pynq-z2 at mak 1 only (by the resource model; head=24 fits at none): its pace is bound by the one
+    instance in flight, and the advice says a larger mak does not fit, not "raise --mak"."""
+    assert main(["generate", "tree-rnn", "-o", str(tmp_path / "p"), "--board", "pynq-z2", "--parallelism",
+                 "compose=64", "--parallelism", "embed=30", "--parallelism", "head=16"]) == 0
     printed = capsys.readouterr().out
     assert "bound by in-flight instances (mak 1)" in printed and "raise --mak" not in printed
     assert "a larger mak does not fit pynq-z2 (its tag tables; mak 16 was lowered to 1)" in printed

@@ -19,6 +19,7 @@ from amp_hls.codegen.boards import load_board
 from amp_hls.codegen.project import generate_project, open_design
 from amp_hls.cycles.folding import FitError, pin
 from amp_hls.cycles.resources import (
+    Memory,
     design_resources,
     fifo_features,
     fifo_memory,
@@ -29,7 +30,7 @@ from amp_hls.design import DeviceOptions, build_design
 from amp_hls.errors import AmpHlsError
 from amp_hls.host.settings import generation_options
 from amp_hls.ir import Graph
-from amp_hls.memories import LUTRAM_DEPTHS, in_lutram, lutram_cost
+from amp_hls.memories import BLOCK_MIN_BITS, LUTRAM_DEPTHS, in_block, in_lutram, lutram_cost
 from amp_hls.models import MODELS
 from tests.helpers import needs_yosys, synth_amp_ram
 
@@ -69,16 +70,45 @@ def test_yosys_maps_to_lutram_exactly_what_the_rule_names(width: int, address_bi
         assert est.resources["bram36"] > 0
 
 
+def test_wide_shallow_memories_go_to_block_ram_unless_lutram_depth_names_them() -> None:
+    # Yosys' cost rule would put 768 x 64 in LUT-RAM (256 RAM64M against 11 RAMB36 an eighth full)
+    assert in_block(768, 64, False, 0) and in_block(16, BLOCK_MIN_BITS // 16, False, 0)
+    assert not in_block(64, 64, False, 0)  # 4 Kbit: by cost
+    assert not in_block(768, 64, False, 128)  # named by lutram_depth: LUT-RAM
+    assert not in_block(72, 4096, True, 0)  # a URAM288 it fills
+    assert "localparam integer BLOCK_MIN_BITS = 16384;" in rtl.render_package(DeviceOptions().numerics)
+
+
+@pytest.mark.yosys
+@needs_yosys
+@pytest.mark.parametrize(("width", "address_bits", "lutram_depth"), [(768, 6, 0), (768, 6, 128), (64, 6, 0)])
+def test_yosys_puts_in_block_ram_exactly_what_the_rule_marks(width: int, address_bits: int, lutram_depth: int,
+                                                              tmp_path: Path) -> None:
+    """amp_ram under ``synth_xilinx``: a wide shallow memory (48 Kbit, 64 words) in block RAM
+    where the cost rule alone would spend 1,024 LUTs on it, in LUT-RAM where lutram_depth names
+    it; a small one (4 Kbit) where the cost rule puts it, in LUT-RAM."""
+    package = rtl.render_package(DeviceOptions().numerics, lutram_depth=lutram_depth)
+    est = synth_amp_ram(tmp_path, width, address_bits, package, "xc7")
+    depth = 1 << address_bits
+    if in_block(width, depth, False, lutram_depth):
+        assert est.resources["bram36"] == Memory("m", width, depth).bram36 and est.lutram == 0
+    else:
+        assert est.resources["bram36"] == 0 and est.lutram > 0
+
+
 def test_the_model_moves_those_memories_from_block_ram_to_lutram() -> None:
     graph = pin(MODELS["mlp"].build(), {"fc0": 64})
     plain = build_design(graph, WIDE)
     moved = build_design(graph, dataclasses.replace(WIDE, lutram_depth=128))
-    x = next(m for m in kernel_rtl(plain, "fc0").memories if m.name == "x_ram")
+    mems = kernel_rtl(plain, "fc0").memories
+    x = next(m for m in mems if m.name == "x_ram")
     assert (x.width, x.depth) == (1024, 128) and x.in_bram
+    kept, gone = split_moved(mems, "cost", moved.options)
+    assert x in gone and not [m for m in kept if m.depth <= 128 and m.in_bram]  # W and G (32 words) too
     a, b = design_resources(plain).kernels["fc0"], design_resources(moved).kernels["fc0"]
-    lut, lutram, ff = lutram_cost(1024, 128)
-    assert a.bram36 - b.bram36 == pytest.approx(x.bram36, rel=1e-3)  # every RAMB36 it took (fitted: 1.0)
-    # its cells and read register, less what the row's fit priced a RAMB36's neighbours at
+    lut, lutram, ff = (sum(lutram_cost(m.width, m.depth)[i] for m in gone) for i in range(3))
+    assert a.bram36 - b.bram36 == pytest.approx(sum(m.bram36 for m in gone), rel=1e-3)  # every RAMB36 they took
+    # their cells and read registers, less what the row's fit priced a RAMB36's neighbours at
     assert (b.lut - a.lut, b.lutram - a.lutram, b.ff - a.ff) == pytest.approx((lut, lutram, ff), rel=0.05)
     # an amp_fifo keeps its entries in an amp_ram: 128 x 65 bits, a RAMB36, moved too
     assert fifo_features(7)["bram"] == 1 and fifo_features(7, kept=False)["bram"] == 0

@@ -82,9 +82,10 @@ def test_the_whole_design_adds_the_boundary_and_the_fifos() -> None:
     assert used.top_users("dsp")[0][0] in ("act0", "fc0", "head")
 
 
-def test_memories_are_placed_by_cost() -> None:
+def test_memories_are_placed_by_size_then_cost() -> None:
     assert rm.Memory("deep", 16, 4096).in_bram and rm.Memory("deep", 16, 4096).bram36 == 2
-    assert not rm.Memory("wide", 1024, 64).in_bram  # 15 half-empty RAMB36 cost more than LUT-RAM
+    assert rm.Memory("wide", 1024, 64).in_bram  # 15 half-empty RAMB36: the cost rule takes LUT-RAM, the RTL marks it
+    assert not rm.Memory("wide", 1024, 8).in_bram  # under BLOCK_MIN_BITS: by cost, LUT-RAM
     assert not rm.Memory("tiny", 64, 8).in_bram
 
 

@@ -35,7 +35,7 @@ from ..codegen.boards import Board
 from ..design import DeviceDesign, DeviceOptions, fifo_address_bits, linear_aligned
 from ..errors import AmpHlsError
 from ..kinds import KINDS, device_kinds
-from ..memories import in_lutram, in_uram, lutram_cost, uram_blocks
+from ..memories import BLOCK_MIN_BITS, in_lutram, in_uram, lutram_cost, uram_blocks
 from ..resources import hw_dir, templates_dir
 from ..wire import BEAT_BITS, Kind, elements_per_beat
 
@@ -121,7 +121,11 @@ class Memory:
 
     @property
     def in_bram(self) -> bool:
-        """Whether Yosys' cost rule puts it in block RAM (when its read is synchronous)."""
+        """Whether it is in block RAM when its read is synchronous and it is not in URAM or moved
+        to LUT-RAM (``split_moved``): an amp_ram of at least ``BLOCK_MIN_BITS`` always (the RTL
+        marks it, amp_hls.memories.in_block), any other by Yosys' cost rule."""
+        if not self.rom and self.width * self.depth >= BLOCK_MIN_BITS:
+            return True
         return self._blocks()[1] < self.lutram_cells * LUTRAM_CELL_COST
 
 
