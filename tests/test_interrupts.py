@@ -12,6 +12,15 @@ from amp_hls import checkpoint
 from amp_hls.interrupts import interrupts_deferred
 
 
+@pytest.fixture(autouse=True)
+def python_sigint_handler():  # type: ignore[no-untyped-def]
+    """Python's own SIGINT handler for each test, as in a shell's foreground: a suite started in the
+    background without job control inherits SIGINT ignored, and these tests would see nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def _interrupt_self() -> None:
     os.kill(os.getpid(), signal.SIGINT)
 

@@ -133,8 +133,8 @@ class Folding:
 def candidates(node: Linear) -> list[int]:
     """The parallelisms worth trying: the smallest that gives each number of MAC words per row,
     rounded up to whole beats where it is more than one beat's elements and not yet aligned
-    (``design.linear_aligned``: its packer and unpacker then need no element shifter, about 70
-    LUTs a MAC fewer; such a P seldom buys a word fewer than the aligned one above it)."""
+    (``design.linear_aligned``: its packer and unpacker then need no element shifter, about 80
+    LUTs a MAC fewer; the aligned P takes as many words a row or fewer)."""
     n, epb = node.in_features, elements_per_beat(Kind.DATA)
     out = set()
     for words in range(1, n + 1):
