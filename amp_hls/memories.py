@@ -23,11 +23,13 @@ register in flip-flops (``lutram_cost``; Yosys maps them so, tests/test_lutram.p
 Wide shallow memories are the other way round on boards short of LUTs: Yosys' cost rule puts a
 memory in LUT-RAM whenever its cells cost less than the block RAM it would fill a quarter or less
 (257 per RAMB36 against 8 per RAM64M), so a Linear's banks at P=32 (G: 1,536 bits x 64 words)
-became thousands of LUTs on pynq-z2 with most of its block RAM free. So every amp_ram of at least
-``BLOCK_MIN_BITS`` that is neither in URAM nor named by ``lutram_depth`` is marked
+became thousands of LUTs on pynq-z2 with most of its block RAM free. So on a board without URAM
+every amp_ram of at least ``BLOCK_MIN_BITS`` not named by ``lutram_depth`` is marked
 ``(* ram_style = "block" *)`` (``in_block``): tree-rnn's compose at P=32 and 46 slots takes
-11,219 LUT and 36.5 RAMB36 instead of 13,935 and 7.5 (Yosys). Where block RAM is what binds, the
-folding's ``lutram_depth`` moves the shallow ones back.
+11,219 LUT and 36.5 RAMB36 instead of 13,935 and 7.5 (Yosys). A board with URAM has LUTs to
+spare and is short of block RAM (it holds what URAM does not: ggsnn-qm9 on zcu104 folded to mak 8
+and measured 6,639 graphs/s with the rule, 7,815 at mak 10 without), so there the cost rule
+stays. Where block RAM is what binds, the folding's ``lutram_depth`` moves the shallow ones back.
 """
 
 from __future__ import annotations
@@ -66,10 +68,9 @@ def in_lutram(width: int, depth: int, use_uram: bool, lutram_depth: int) -> bool
 
 def in_block(width: int, depth: int, use_uram: bool, lutram_depth: int) -> bool:
     """Whether the RTL marks this synchronous memory for block RAM whatever Yosys' cost rule would
-    choose: at least ``BLOCK_MIN_BITS``, not in URAM, not moved to LUT-RAM (amp_ram.sv computes the
-    same from amp_pkg's BLOCK_MIN_BITS)."""
-    return (width * depth >= BLOCK_MIN_BITS and not in_uram(width, depth, use_uram)
-            and not in_lutram(width, depth, use_uram, lutram_depth))
+    choose: at least ``BLOCK_MIN_BITS``, on a board without URAM, not moved to LUT-RAM (amp_ram.sv
+    computes the same from amp_pkg's USE_URAM and BLOCK_MIN_BITS)."""
+    return width * depth >= BLOCK_MIN_BITS and not use_uram and not in_lutram(width, depth, use_uram, lutram_depth)
 
 
 def lutram_cost(width: int, depth: int) -> tuple[int, int, int]:

@@ -75,7 +75,7 @@ def test_wide_shallow_memories_go_to_block_ram_unless_lutram_depth_names_them() 
     assert in_block(768, 64, False, 0) and in_block(16, BLOCK_MIN_BITS // 16, False, 0)
     assert not in_block(64, 64, False, 0)  # 4 Kbit: by cost
     assert not in_block(768, 64, False, 128)  # named by lutram_depth: LUT-RAM
-    assert not in_block(72, 4096, True, 0)  # a URAM288 it fills
+    assert not in_block(72, 4096, True, 0) and not in_block(768, 64, True, 0)  # a board with URAM: by cost
     assert "localparam integer BLOCK_MIN_BITS = 16384;" in rtl.render_package(DeviceOptions().numerics)
 
 
@@ -102,9 +102,9 @@ def test_the_model_moves_those_memories_from_block_ram_to_lutram() -> None:
     moved = build_design(graph, dataclasses.replace(WIDE, lutram_depth=128))
     mems = kernel_rtl(plain, "fc0").memories
     x = next(m for m in mems if m.name == "x_ram")
-    assert (x.width, x.depth) == (1024, 128) and x.in_bram
+    assert (x.width, x.depth) == (1024, 128) and x.in_bram()
     kept, gone = split_moved(mems, "cost", moved.options)
-    assert x in gone and not [m for m in kept if m.depth <= 128 and m.in_bram]  # W and G (32 words) too
+    assert x in gone and not [m for m in kept if m.depth <= 128 and m.in_bram()]  # W and G (32 words) too
     a, b = design_resources(plain).kernels["fc0"], design_resources(moved).kernels["fc0"]
     lut, lutram, ff = (sum(lutram_cost(m.width, m.depth)[i] for m in gone) for i in range(3))
     assert a.bram36 - b.bram36 == pytest.approx(sum(m.bram36 for m in gone), rel=1e-3)  # every RAMB36 they took

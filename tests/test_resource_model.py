@@ -83,10 +83,11 @@ def test_the_whole_design_adds_the_boundary_and_the_fifos() -> None:
 
 
 def test_memories_are_placed_by_size_then_cost() -> None:
-    assert rm.Memory("deep", 16, 4096).in_bram and rm.Memory("deep", 16, 4096).bram36 == 2
-    assert rm.Memory("wide", 1024, 64).in_bram  # 15 half-empty RAMB36: the cost rule takes LUT-RAM, the RTL marks it
-    assert not rm.Memory("wide", 1024, 8).in_bram  # under BLOCK_MIN_BITS: by cost, LUT-RAM
-    assert not rm.Memory("tiny", 64, 8).in_bram
+    assert rm.Memory("deep", 16, 4096).in_bram() and rm.Memory("deep", 16, 4096).bram36 == 2
+    assert rm.Memory("wide", 1024, 64).in_bram()  # 15 half-empty RAMB36: the cost rule takes LUT-RAM, the RTL marks it
+    assert not rm.Memory("wide", 1024, 64).in_bram(use_uram=True)  # but not on a board with URAM
+    assert not rm.Memory("wide", 1024, 8).in_bram()  # under BLOCK_MIN_BITS: by cost, LUT-RAM
+    assert not rm.Memory("tiny", 64, 8).in_bram()
 
 
 def test_the_rtl_is_read_for_its_memories_and_tags() -> None:
@@ -100,7 +101,7 @@ def test_the_rtl_is_read_for_its_memories_and_tags() -> None:
         rm.Memory("u", 6, 16), rm.Memory("r", 6, 4, sync=False))
     rom = rm.read_rtl("amp_rom #(.W(16), .AW(10), .DEPTH(1024)) t (", design.options.numerics).memories[0]
     assert rom == rm.Memory("t", 16, 1024, rom=True) and rom.reads == 2  # one table, two lanes' reads
-    assert rom.in_bram and rom.bram36 == 0.5 and not rom.in_uram(True)  # one RAMB18; a URAM has no initial contents
+    assert rom.in_bram() and rom.bram36 == 0.5 and not rom.in_uram(True)  # one RAMB18; a URAM has no initial contents
     with pytest.raises(AmpHlsError, match="amp_ram u: W='N', AW='4' is not an integer constant"):
         rm.read_rtl("amp_ram #(.W(N), .AW(4)) u (", design.options.numerics)
 

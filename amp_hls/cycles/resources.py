@@ -119,12 +119,12 @@ class Memory:
         """Whether the RTL marks it for URAM (amp_ram's and amp_fifo's rule, amp_hls.memories)."""
         return self.sync and not self.rom and in_uram(self.width, self.depth, use_uram)
 
-    @property
-    def in_bram(self) -> bool:
+    def in_bram(self, use_uram: bool = False) -> bool:
         """Whether it is in block RAM when its read is synchronous and it is not in URAM or moved
-        to LUT-RAM (``split_moved``): an amp_ram of at least ``BLOCK_MIN_BITS`` always (the RTL
-        marks it, amp_hls.memories.in_block), any other by Yosys' cost rule."""
-        if not self.rom and self.width * self.depth >= BLOCK_MIN_BITS:
+        to LUT-RAM (``split_moved``): on a board without URAM (``use_uram`` False) an amp_ram of at
+        least ``BLOCK_MIN_BITS`` always (the RTL marks it, amp_hls.memories.in_block), any other
+        by Yosys' cost rule."""
+        if not self.rom and not use_uram and self.width * self.depth >= BLOCK_MIN_BITS:
             return True
         return self._blocks()[1] < self.lutram_cells * LUTRAM_CELL_COST
 
@@ -236,7 +236,7 @@ def memory_features(mems: list[Memory], placement: str, use_uram: bool = False) 
     URAM288 blocks of those the RTL marks for URAM (``use_uram``: a board with some). The memories
     the RTL moves from block RAM to LUT-RAM are not among ``mems`` (``split_moved``)."""
     ultra = [m.in_uram(use_uram) for m in mems]
-    blocks = [placement == "cost" and m.sync and m.in_bram and not u for m, u in zip(mems, ultra)]
+    blocks = [placement == "cost" and m.sync and m.in_bram(use_uram) and not u for m, u in zip(mems, ultra)]
     return {"kbits": sum(m.bits for m, b, u in zip(mems, blocks, ultra) if not b and not u) / 1024,
             "akbits": sum(m.bits for m in mems if not m.sync) / 1024,
             "bram": sum(m.bram36 for m, b in zip(mems, blocks) if b),
@@ -251,7 +251,7 @@ def split_moved(mems: Sequence[Memory], placement: str, options: DeviceOptions) 
     kept: list[Memory] = []
     moved: list[Memory] = []
     for m in mems:
-        move = (placement == "cost" and m.sync and not m.rom and m.in_bram
+        move = (placement == "cost" and m.sync and not m.rom and m.in_bram(options.use_uram)
                 and in_lutram(m.width, m.depth, options.use_uram, options.lutram_depth))
         (moved if move else kept).append(m)
     return kept, moved

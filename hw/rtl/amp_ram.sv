@@ -9,9 +9,9 @@
 // On a board with UltraRAM (amp_pkg::USE_URAM) a memory that fills its URAM288 blocks well
 // (amp_hls/memories.py: the same integer rule) is marked ram_style "ultra"; one of at most
 // amp_pkg::LUTRAM_DEPTH words (0: none), not in URAM, ram_style "distributed" (LUT-RAM instead of
-// a block RAM it would fill a quarter); any other of at least amp_pkg::BLOCK_MIN_BITS, ram_style
-// "block" (block RAM where Yosys' cost rule would spend LUTs on a wide shallow one); the
-// behaviour is the same.
+// a block RAM it would fill a quarter); on a board without URAM, any other of at least
+// amp_pkg::BLOCK_MIN_BITS, ram_style "block" (block RAM where Yosys' cost rule would spend LUTs on
+// a wide shallow one); the behaviour is the same.
 module amp_ram #(
     parameter integer W = 64,  // bits per word
     parameter integer AW = 4   // address bits: 2**AW words; at least 1
@@ -29,7 +29,7 @@ module amp_ram #(
   localparam integer ULTRA = (amp_pkg::USE_URAM != 0 &&
                              (W * (1 << AW) / URAMS) * 1000 >= amp_pkg::URAM_MIN_FILL_PERMILLE * amp_pkg::URAM_BLOCK_BITS) ? 1 : 0;
   localparam integer DISTRIBUTED = (ULTRA == 0 && (1 << AW) <= amp_pkg::LUTRAM_DEPTH) ? 1 : 0;
-  localparam integer BLOCK = (ULTRA == 0 && DISTRIBUTED == 0 && W * (1 << AW) >= amp_pkg::BLOCK_MIN_BITS) ? 1 : 0;
+  localparam integer BLOCK = (amp_pkg::USE_URAM == 0 && DISTRIBUTED == 0 && W * (1 << AW) >= amp_pkg::BLOCK_MIN_BITS) ? 1 : 0;
 
   generate
     if (ULTRA != 0) begin : g_uram
