@@ -71,7 +71,7 @@ def test_the_busiest_linear_gets_the_macs_and_the_model_agrees_with_the_report(m
     assert "fc0 (linear) is the bottleneck at its largest useful parallelism 64" in f.bound
     folded = apply(graph, f)
     assert [n.parallelism for n in graph.nodes.values() if isinstance(n, Linear)] == [1, 1]  # untouched
-    design = build_design(folded, dataclasses.replace(OPTIONS, muf=f.muf))
+    design = build_design(folded, dataclasses.replace(OPTIONS, muf=f.muf).on_board(ZCU))  # as generate builds it
     report = cycle_report(design, ZCU, inputs)
     assert {n.name: n.cycles for n in report.nodes} == pytest.approx(f.cycles)
     # the pace prices latency: the report's, at the folding's mak, never faster than the busiest kernel
