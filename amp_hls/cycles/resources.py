@@ -35,7 +35,7 @@ from ..codegen.boards import Board
 from ..design import DeviceDesign, DeviceOptions, fifo_address_bits, linear_aligned
 from ..errors import AmpHlsError
 from ..kinds import KINDS, device_kinds
-from ..memories import BLOCK_MIN_BITS, in_lutram, in_uram, lutram_cost, uram_blocks
+from ..memories import in_block, in_lutram, in_uram, lutram_cost, uram_blocks
 from ..resources import hw_dir, templates_dir
 from ..wire import BEAT_BITS, Kind, elements_per_beat
 
@@ -124,7 +124,7 @@ class Memory:
         to LUT-RAM (``split_moved``): on a board without URAM (``use_uram`` False) an amp_ram of at
         least ``BLOCK_MIN_BITS`` always (the RTL marks it, amp_hls.memories.in_block), any other
         by Yosys' cost rule."""
-        if not self.rom and not use_uram and self.width * self.depth >= BLOCK_MIN_BITS:
+        if not self.rom and in_block(self.width, self.depth, use_uram, lutram_depth=0):  # moved ones: split_moved
             return True
         return self._blocks()[1] < self.lutram_cells * LUTRAM_CELL_COST
 
