@@ -89,7 +89,8 @@ GRID: dict[str, list[Point]] = {
     "linear": [Point("mlp", "head", 4, 1), Point("mlp", "head", 16, 1), Point("mlp", "head", 4, 4),
                Point("mlp", "head", 16, 8), Point("mlp", "fc0", 4, 16), Point("list-rnn", "rnn", 8, 2),
                Point(B15, "prop_gates", 4, 4), Point(B15, "embed", 32, 1),
-               Point("mlp", "fc0", 4, 13), Point("mlp", "head", 4, 6)],  # unaligned: element shifters
+               Point("mlp", "fc0", 4, 13), Point("mlp", "head", 4, 6),  # unaligned: element shifters
+               Point("mlp", "head", 4, 64), Point("tree-rnn", "embed", 4, 128)],  # 2 and 4 rows of W a step
     "activation": [Point("mlp", "act0", 4), Point("mlp", "act0", 16), Point(B15, "prop_gates_act", 4)],
     "phi": [Point("list-rnn", "h", 4), Point("list-rnn", "h", 16), Point(B15, "prop_e0", 4), Point("tree-rnn", "words", 4)],
     "aggregate": [Point(B15, "prop_agg0", 4), Point(B15, "prop_agg0", 16), Point("ggsnn-qm9", "prop_agg0", 4)],

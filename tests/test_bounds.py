@@ -41,8 +41,9 @@ def test_a_parallelism_beyond_the_limit_is_refused_naming_node_and_limit(p):
         loads(json.dumps(_mlp_doc(parallelism=p)))
     with pytest.raises(IRError, match="beyond the maximum"):
         Linear(name="fc", in_features=4, out_features=3, parallelism=p).check_attrs()
-    # the largest allowed still is one
-    loads(json.dumps(_mlp_doc(parallelism=LIMITS.max_parallelism))).validate()
+    # the largest allowed still is one: 4 rows of W of 64 inputs a step (Linear.outputs_per_step)
+    Linear(name="fc", in_features=64, out_features=4, parallelism=LIMITS.max_parallelism).check_attrs()
+    loads(json.dumps(_mlp_doc(parallelism=4))).validate()
 
 
 @pytest.mark.parametrize("text", ["1" * 5000, "1e400", "-1"])

@@ -229,6 +229,22 @@ def _pipeline_graph() -> Graph:
     return g
 
 
+def _linear_rows_graph() -> Graph:
+    """Linears above their input width (``Linear.outputs_per_step``): 2 rows of W a step (10
+    inputs, 12 lanes), 4 without bias, 4 with; their C++ walks the outputs that many at a time."""
+    g = Graph("linear_rows")
+    h = g.linear(g.source("x", width=10, max_rows=3), 8, name="fg", parallelism=24)
+    h = g.linear(g.tanh(h, name="act"), 12, bias=False, name="fh", parallelism=32)
+    h = g.linear(h, 8, name="fi", parallelism=48)
+    g.loss(h, g.source("target", width=8, max_rows=3), "mse", name="loss")
+    return g
+
+
+def _linear_rows_inputs(g: Graph, rng: np.random.Generator) -> Inputs:
+    r = int(rng.integers(1, 4))
+    return {"x": ((), _values(rng, r, 10)), "target": ((), _values(rng, r, 8))}
+
+
 def _pipeline_inputs(g: Graph, rng: np.random.Generator) -> Inputs:
     inputs = _graph_inputs(g, rng)
     inputs["target"] = ((), _values(rng, 1, 4, 4.0))
@@ -262,10 +278,12 @@ CASES: dict[str, Case] = {
     "aggregate": Case(_aggregate_graph, _each(_graph_inputs)),
     "rowsum": Case(_rowsum_graph, _each(_rowsum_inputs)),
     "pipeline": Case(_pipeline_graph, _each(_pipeline_inputs), muf=3, n=12),  # 36 rows: 12 dumps
+    "linear_rows": Case(_linear_rows_graph, _each(_linear_rows_inputs), muf=3, n=12),  # 4 dumps each
     "mlp": _model_case("mlp", 16),  # 16 backward messages per Linear: 4 dumps each
     "list-rnn": _model_case("list-rnn", 12),  # 116 steps of the cell, 12 of the head
 }
-KIND_CASES = [name for name in CASES if name not in ("pipeline", "mlp", "list-rnn")]
+WHOLE_GRAPHS = ("pipeline", "linear_rows", "mlp", "list-rnn")
+KIND_CASES = [name for name in CASES if name not in WHOLE_GRAPHS]
 # Cases built again with a single tag-table entry per table, so tables fill and hold messages back.
 ONE_SLOT = ("mul", "split", "group", "phi")
 
@@ -387,7 +405,7 @@ def test_each_kind_alone_is_bit_exact_with_instances_in_flight(projects, name):
 
 
 @pytest.mark.parametrize("mak", [1, 4])
-@pytest.mark.parametrize("name", ["pipeline", "mlp", "list-rnn"])
+@pytest.mark.parametrize("name", WHOLE_GRAPHS)
 def test_whole_graphs_are_bit_exact_with_gradient_dumps(projects, name, mak):
     cpu, runner = _check_bit_exact(name, projects, mak=mak)
     dumps = [m for m in runner.received if m.kind is Kind.GRADS]

@@ -54,6 +54,12 @@ def test_candidates_are_the_smallest_aligned_parallelism_per_word_count() -> Non
     assert wide == [1, 2, 3, 4, 8, 12, 16, 24, 32, 64]
     assert all(linear_aligned(64, p) for p in wide if p > 4)
     assert max(candidates(Linear(name="w", in_features=300, out_features=1))) <= MAX_PARALLELISM
+    # past one word a row: 2 or 4 rows of W a step where they divide out_features (10 inputs take
+    # 12 lanes a row); every candidate is a parallelism the node accepts
+    assert candidates(Linear(name="l", in_features=10, out_features=6)) == [1, 2, 3, 4, 8, 10, 24]
+    assert candidates(Linear(name="w", in_features=64, out_features=32))[-3:] == [64, 128, 256]
+    for p in candidates(Linear(name="w", in_features=30, out_features=32)):
+        Linear(name="w", in_features=30, out_features=32, parallelism=p).check_attrs()
 
 
 def test_a_static_graph_needs_no_samples(mlp) -> None:  # type: ignore[no-untyped-def]
@@ -67,8 +73,9 @@ def test_a_static_graph_needs_no_samples(mlp) -> None:  # type: ignore[no-untype
 def test_the_busiest_linear_gets_the_macs_and_the_model_agrees_with_the_report(mlp) -> None:  # type: ignore[no-untyped-def]
     graph, inputs = mlp
     f = fold(graph, ZCU, inputs, OPTIONS)
-    assert f.parallelism["fc0"] == 64 and 1 < f.parallelism["head"] < f.parallelism["fc0"]
-    assert "fc0 (linear) is the bottleneck at its largest useful parallelism 64" in f.bound
+    # 4 rows of 64 lanes: fc0's 32 outputs 4 a step (Linear.outputs_per_step)
+    assert f.parallelism["fc0"] == 256 and 1 < f.parallelism["head"] < f.parallelism["fc0"]
+    assert "fc0 (linear) is the bottleneck at its largest useful parallelism 256" in f.bound
     folded = apply(graph, f)
     assert [n.parallelism for n in graph.nodes.values() if isinstance(n, Linear)] == [1, 1]  # untouched
     design = build_design(folded, dataclasses.replace(OPTIONS, muf=f.muf).on_board(ZCU))  # as generate builds it
@@ -83,7 +90,7 @@ def test_the_busiest_linear_gets_the_macs_and_the_model_agrees_with_the_report(m
     assert report.macs_instantiated == f.dsps == sum(f.parallelism.values())
     assert design_resources(design).total == f.resources.total  # the manifest's numbers are the design's
     text = format_folding(f)
-    assert "fc0=64" in text and "resources (model, 90% of each usable): LUT" in text
+    assert "fc0=256" in text and "resources (model, 90% of each usable): LUT" in text
 
 
 def test_every_resource_stays_within_the_margin_and_the_full_one_is_named(mlp) -> None:  # type: ignore[no-untyped-def]
@@ -125,8 +132,13 @@ def test_fixed_parallelism_is_kept_and_checked(mlp) -> None:  # type: ignore[no-
     assert f.parallelism["fc0"] == 4 and "fc0 (linear) is the bottleneck and has its parallelism fixed" in f.bound
     with pytest.raises(AmpHlsError, match="names act0: not a device Linear node .*fc0, head"):
         fold(graph, ZCU, inputs, OPTIONS, fixed={"act0": 2})
-    with pytest.raises(AmpHlsError, match="fc0=65: use 1 to 64"):
+    with pytest.raises(AmpHlsError, match="fc0=257: use 1 to 256"):
+        fold(graph, ZCU, inputs, OPTIONS, fixed={"fc0": 257})
+    # above the input width only whole rows of W a step (Linear.outputs_per_step): 128 or 256
+    with pytest.raises(AmpHlsError, match=r"fc0=65: node 'fc0': parallelism 65 is above the input width .*\(128, 256\)"):
         fold(graph, ZCU, inputs, OPTIONS, fixed={"fc0": 65})
+    with pytest.raises(AmpHlsError, match="fc0=192: "):
+        pin(graph, {"fc0": 192})
     tiny = _board(ZCU, dsp=40)
     with pytest.raises(FitError, match=r"does not fit tiny: DSP .* most in fc0 .*lower --parallelism \(fc0=64\)"):
         fold(graph, tiny, inputs, OPTIONS, fixed={"fc0": 64})
@@ -213,7 +225,7 @@ def test_dumps_are_priced_on_the_link_and_the_folds_rank_as_measured(mlp) -> Non
 def test_a_step_whose_memories_do_not_fit_is_passed_for_a_larger_one() -> None:
     """At 128 slots fc0's x cache is 16 x 8,192 (block RAM) at P=1, 32 x 4,096 and 64 x 2,048 (URAM,
     by its rule) at P=2 and 4, 128 x 1,024 (block RAM) at P=8: with no URAM block to spare the
-    folding goes from 1 to 8, not stopping at 1."""
+    folding goes from 1 to 8, not stopping at 1, and on to 4 rows of W a step."""
     graph = MODELS["mlp"].build()
     options = DeviceOptions(cache_slots=128, max_in_flight=128).on_board(ZCU)
     uram = {p: design_resources(build_design(pin(graph, {"fc0": p}), options)).total.uram for p in (1, 2, 4, 8)}
@@ -222,12 +234,12 @@ def test_a_step_whose_memories_do_not_fit_is_passed_for_a_larger_one() -> None:
     with pytest.raises(FitError, match="URAM"):
         check_fit(pin(graph, {"fc0": 2}), tight, options)
     f = fold(graph, tight, None, options)
-    assert f.parallelism["fc0"] == 64 and "largest useful parallelism 64" in f.bound
+    assert f.parallelism["fc0"] == 256 and "largest useful parallelism 256" in f.bound
 
 
 def test_a_linear_off_the_busiest_is_raised_where_it_shortens_the_round_trip() -> None:
-    """list-rnn at mak 5 on pynq-z2: rnn is the busiest at its largest useful parallelism; head is
-    not, but it is on every instance's path, and at five in flight the round trip bounds the pace,
+    """list-rnn at mak 5 on pynq-z2: rnn is the busiest at the largest parallelism that fits (42, its
+    input width; two outputs a step, 88, would take more LUTs than are left); head is not, but it is on every instance's path, and at five in flight the round trip bounds the pace,
     so one more MAC for head (of 43) speeds it by more than its share."""
     spec = MODELS["list-rnn"]
     graph = spec.build()
@@ -235,8 +247,8 @@ def test_a_linear_off_the_busiest_is_raised_where_it_shortens_the_round_trip() -
     options = generation_options(spec, graph, DeviceOptions(), muf_given=False, cache_given=False, mak=5)
     f = fold(graph, PYNQ, inputs, options)
     assert f.parallelism == {"head": 2, "rnn": 42}
-    assert "rnn (linear) is the bottleneck at its largest useful parallelism 42; then, for the latency-priced " \
-           "pace, head 1 -> 2" in f.bound
+    assert "rnn at parallelism 88 would need" in f.bound and f.bound.endswith(
+        "; then, for the latency-priced pace, head 1 -> 2")
     kept = fold(graph, PYNQ, inputs, options, fixed={"head": 1}, muf=f.muf)
     assert f.instances_per_s >= (1 + 1 / 43) * kept.instances_per_s
     capped = fold(graph, PYNQ, inputs, options, target_rate=kept.instances_per_s * 0.99)

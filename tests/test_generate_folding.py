@@ -120,8 +120,8 @@ def test_a_parallelism_must_be_node_equals_p(capsys: pytest.CaptureFixture[str])
 
 @pytest.mark.parametrize("args,message", [
     (["--fold", "--parallelism", "act0=2"], "names act0: not a device Linear node"),
-    (["--fold", "--parallelism", "fc0=65"], "fc0=65: use 1 to 64"),
-    (["--no-fold", "--parallelism", "fc0=65"], "fc0=65: use 1 to 64"),
+    (["--fold", "--parallelism", "fc0=257"], "fc0=257: use 1 to 256"),
+    (["--no-fold", "--parallelism", "fc0=65"], "fc0=65: node 'fc0': parallelism 65 is above the input width"),
     (["--no-fold", "--target-rate", "1000"], "--target-rate is a folding goal"),
 ])
 def test_bad_folding_options_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],

@@ -216,3 +216,36 @@ def test_the_checks_bite(zoo: dict[str, HlsProject]) -> None:
     for mutant in mutants:
         assert mutant != text
         assert _row_loop_faults(mutant, p)[1], mutant
+
+
+def test_a_linear_above_its_input_width_does_its_rows_a_cycle(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A Linear of parallelism Q x its row lanes (``Linear.outputs_per_step``): its MAC loops walk
+    the outputs Q at a time, pipelined at II=1, each with its row of inputs wholly unrolled (the
+    forward and dx around the output loop, dW around the rows with its Q rows of G unrolled), and
+    W, G and the cached inputs are banked Q ways on the outputs and by the row's lanes on the
+    inputs."""
+    from amp_hls.ir import Graph
+
+    g = Graph("rows")
+    h = g.tanh(g.source("x", width=10), name="act")
+    g.loss(g.linear(h, 8, name="fg", parallelism=24), g.source("t", width=8), "mse")
+    project = generate_hls(build_design(g, DeviceOptions()), tmp_path)
+    kernel = project.design.nodes["fg"]
+    node = kernel.node
+    assert isinstance(node, Linear) and (node.outputs_per_step, node.row_lanes) == (2, 12)
+    text = _kernel_text(project, kernel.top)
+    banks = {(m.group(1), int(m.group(2)), int(m.group(3))) for m in PARTITION.finditer(text)}
+    assert {b for b in banks if b[0] in ("W", "cached_x", "G")} == {
+        ("W", 12, 2), ("W", 2, 1), ("G", 12, 2), ("G", 2, 1), ("cached_x", 12, 3)}
+    macs = [loop for loop in _loops(text) if not LOOP.search(loop.body) and re.search(r"\+=.*\*", loop.body)]
+    assert len(macs) == 3 and all(loop.pragmas == ["#pragma HLS UNROLL"] for loop in macs)
+    loops = _loops(text)
+    pipelined = []  # per MAC loop: the nearest loop around it that is pipelined, and what lies between
+    for mac in macs:
+        around = sorted((lp for lp in loops if lp.start < mac.start and mac.body in lp.body), key=lambda lp: -lp.start)
+        k = next(i for i, lp in enumerate(around) if "#pragma HLS PIPELINE II=1" in lp.pragmas)
+        assert all(lp.pragmas == ["#pragma HLS UNROLL"] for lp in around[:k]), mac.start
+        pipelined.append((around[k].var, around[k].pragmas))
+    assert pipelined == [("o", ["#pragma HLS PIPELINE II=1", "#pragma HLS UNROLL factor=2"]),  # dx
+                         ("r", ["#pragma HLS PIPELINE II=1"]),  # dW: a row of dy and x a cycle, 2 rows of G
+                         ("o", ["#pragma HLS PIPELINE II=1", "#pragma HLS UNROLL factor=2"])]  # forward

@@ -1,9 +1,11 @@
 """The RTL Linear kernel agrees with the numpy device model bit for bit, and with its cycle model.
 
-One graph holds four Linear nodes that cover the kernel's shapes: 1, 4, 8 and 3 MACs per cycle
-(a word narrower than a beat, one beat, two beats, and words that straddle beats), with and without
+One graph holds seven Linear nodes that cover the kernel's shapes: 10, 4, 8 and 3 MACs per cycle
+(a word of a whole row, one beat, two beats, and words that straddle beats), with and without
 bias, input widths 10, 5, 11 and 8 (every remainder modulo the 4 elements per beat; with 8 and a
-bias, the bias has a WEIGHTS beat to itself), and rows = 1..3. Two more nodes have the shapes of
+bias, the bias has a WEIGHTS beat to itself), and rows = 1..3; and three above their input width
+(``Linear.outputs_per_step``): 2 outputs a step of 10 inputs padded to 12 lanes, 4 of 8 without
+bias, 4 of 12. Two more nodes have the shapes of
 the model zoo's MLP layers, for its efficiency. They are built
 once under Verilator in one harness (``amp_hls.sim.runner``, cached by source hash), with a tag cache of
 4 entries and a GRADS dump every 2 backward messages.
@@ -51,7 +53,7 @@ pytestmark = [pytest.mark.verilator,
               pytest.mark.skipif(not runner.available(), reason="needs cocotb, cocotbext-axi, verilator")]
 
 MAX_ROWS, SLOTS, MUF = 3, 4, 2
-NODES = ("fa", "fb", "fc", "fd")
+NODES = ("fa", "fb", "fc", "fd", "fg", "fh", "fi")
 MLP = ("fe", "ff")
 OPTIONS = DeviceOptions(numerics=FIXED, cache_slots=SLOTS, muf=MUF)
 ENGINE = dataclasses.replace(OPTIONS, dump_engine=True)  # the kernels with the dump engine
@@ -66,6 +68,13 @@ def _graph() -> Graph:
     h = g.linear(h, 8, name="fc", parallelism=8)
     h = g.linear(h, 3, name="fd", parallelism=3)
     g.loss(h, g.source("t", width=3, max_rows=MAX_ROWS), "mse")
+    # above the input width (Linear.outputs_per_step): 2 rows of 12 lanes (10 inputs and padding),
+    # 4 rows of 8 without bias, 4 rows of 12 (the bias a WEIGHTS beat of its own)
+    h = g.tanh(g.source("x3", width=10, max_rows=MAX_ROWS), name="xg")
+    h = g.linear(h, 8, name="fg", parallelism=24)
+    h = g.linear(h, 12, bias=False, name="fh", parallelism=32)
+    h = g.linear(h, 8, name="fi", parallelism=48)
+    g.loss(h, g.source("t3", width=8, max_rows=MAX_ROWS), "mse")
     # the MLP's layers (models.mlp, 64 -> 32 -> 10, rows = 1), MACs shared out by work
     h = g.linear(g.tanh(g.source("x2", width=64), name="xe"), 32, name="fe", parallelism=8)
     h = g.linear(h, 10, name="ff", parallelism=1)
@@ -331,7 +340,7 @@ def test_an_aligned_linear_places_beats_by_group() -> None:
         assert ("<< (pk_left * EB)" in text) != linear_aligned(node.in_features, node.parallelism), name
         if linear_aligned(node.in_features, node.parallelism):
             aligned.add(name)
-    assert aligned == {"fa", "fb", "fc", "fe"}
+    assert aligned == {"fa", "fb", "fc", "fe", "fg", "fh", "fi"}
 
 
 def test_a_linear_fed_by_a_source_sends_no_dx() -> None:

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 
 from ..codegen.boards import Board
 from ..design import DeviceDesign, DeviceOptions, NodeDesign, build_design, linear_aligned
-from ..errors import AmpHlsError
-from ..ir import LIMITS, GraphCore, Linear, graph_from_json
+from ..errors import AmpHlsError, IRError
+from ..ir import LIMITS, OUTPUTS_PER_STEP, GraphCore, Linear, graph_from_json
 from ..ir.validate import strongly_connected
 from ..kinds import cycle_model
 from ..models.inputs import Inputs
@@ -134,7 +134,8 @@ def candidates(node: Linear) -> list[int]:
     """The parallelisms worth trying: the smallest that gives each number of MAC words per row,
     rounded up to whole beats where it is more than one beat's elements and not yet aligned
     (``design.linear_aligned``: its packer and unpacker then need no element shifter, about 80
-    LUTs a MAC fewer; the aligned P takes as many words a row or fewer)."""
+    LUTs a MAC fewer; the aligned P takes as many words a row or fewer); past one word a row, the
+    multiples of a row's lanes that compute several outputs a step (``Linear.outputs_per_step``)."""
     n, epb = node.in_features, elements_per_beat(Kind.DATA)
     out = set()
     for words in range(1, n + 1):
@@ -142,6 +143,7 @@ def candidates(node: Linear) -> list[int]:
         if p > epb and not linear_aligned(n, p):
             p = min(-(-p // epb) * epb, n)
         out.add(p)
+    out.update(q * node.row_lanes for q in OUTPUTS_PER_STEP if node.out_features % q == 0)
     return [p for p in sorted(out) if p <= MAX_PARALLELISM]
 
 
@@ -224,7 +226,7 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
     fixed = dict(fixed or {})
     options = options.on_board(board)
     linears = _device_linears(graph)
-    _check_fixed(fixed, linears)
+    _check_fixed(graph, fixed, linears)
     start = {name: fixed.get(name, 1) for name in sorted(linears)}
     design = build_design(pin(graph, start), options)  # every Linear at its fixed or least parallelism
     placement = design.placement
@@ -353,7 +355,8 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
                    lutram_depth=options.lutram_depth)
 
 
-def _check_fixed(fixed: Mapping[str, int], linears: set[str]) -> None:
+def _check_fixed(graph: GraphCore, fixed: Mapping[str, int], linears: set[str]) -> None:
+    """Each pinned parallelism names a device Linear and is one its kernel takes (``Linear.check_attrs``)."""
     unknown = sorted(set(fixed) - linears)
     if unknown:
         raise AmpHlsError(f"--parallelism names {', '.join(unknown)}: not a device Linear node "
@@ -361,6 +364,10 @@ def _check_fixed(fixed: Mapping[str, int], linears: set[str]) -> None:
     for name, p in fixed.items():
         if isinstance(p, bool) or not isinstance(p, int) or not 1 <= p <= MAX_PARALLELISM:
             raise AmpHlsError(f"--parallelism {name}={p}: use 1 to {MAX_PARALLELISM}")
+        try:
+            dataclasses.replace(graph.nodes[name], parallelism=p).check_attrs()  # type: ignore[type-var]
+        except IRError as e:
+            raise AmpHlsError(f"--parallelism {name}={p}: {e}") from None
 
 
 def _device_linears(graph: GraphCore) -> set[str]:
@@ -371,7 +378,7 @@ def _device_linears(graph: GraphCore) -> set[str]:
 
 def pin(graph: GraphCore, parallelism: Mapping[str, int]) -> GraphCore:
     """``graph`` with these device Linear nodes' parallelism (each checked), unfolded otherwise."""
-    _check_fixed(parallelism, _device_linears(graph))
+    _check_fixed(graph, parallelism, _device_linears(graph))
     pinned = graph_from_json(graph.to_json())
     for name, p in parallelism.items():
         pinned.nodes[name].parallelism = p  # type: ignore[attr-defined]

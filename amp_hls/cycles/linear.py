@@ -3,7 +3,8 @@
 The kernel serves one message at a time: header and state beats, a tag look-up, the payload read
 into RAM (packed into words of ``parallelism`` elements, at most one word and one beat a cycle),
 then one pipelined loop per pass of ``parallelism`` MACs a cycle, the output beats leaving while it
-runs. A backward runs two
+runs. Above the input width the MACs hold ``outputs_per_step`` rows of W (``Linear.outputs_per_step``):
+a word is then a whole input row and each loop walks groups of that many outputs. A backward runs two
 loops (dx, then dW; only dW for a Linear fed by a host source, ``skip_dx``: design.skips_dx) and
 every ``muf``-th one dumps G, one 64-bit element a cycle; the dump is shared out over the ``muf``
 messages. The dx has left once its loop ends (``passed_cycles``): the dW loop and the dump run
@@ -27,6 +28,13 @@ PACK = 1  # the packer's last word after the last beat
 COPY = 3  # the dump engine's copy: the last word's write, the check that it is done, the start
 
 
+def _shape(node: Linear) -> tuple[int, int, int]:
+    """Lanes of an x word, MAC words per input row, and the output groups a loop walks."""
+    q = node.outputs_per_step
+    lanes = node.row_lanes if q > 1 else node.parallelism
+    return lanes, -(-node.in_features // lanes), node.out_features // q
+
+
 def _read(rows: int, beats: int, words: int, extra: int = 0) -> int:
     """``rows`` rows of ``beats`` beats in, packed into ``words`` words a row: one beat and one
     word a cycle; the last ``extra`` beats of a row (a bias alone) wait for the row's last word."""
@@ -39,7 +47,7 @@ def message_cycles(node: Linear, in_specs, out_specs, options, port: str, rows: 
     ``skip_dx``: the kernel runs no dx loop (``NodeDesign.skip_dx``)."""
     p = node.parallelism
     n_in, n_out = node.in_features, node.out_features
-    words = -(-n_in // p)  # MAC words per input row
+    _, words, groups = _shape(node)
     bpr_in = beats_per_row(Kind.DATA, n_in)
     head = HEADER_BEATS + LOOK
     if port == "params":
@@ -47,24 +55,23 @@ def message_cycles(node: Linear, in_specs, out_specs, options, port: str, rows: 
         bpr_w = beats_per_row(Kind.WEIGHTS, pw)
         return head + _read(n_out, bpr_w, words, bpr_w - bpr_in) + PACK
     if port == "in0":
-        return head + _read(rows, bpr_in, words) + PACK + rows * n_out * words + PIPE_OUT
+        return head + _read(rows, bpr_in, words) + PACK + rows * groups * words + PIPE_OUT
     if port == "out0_grad":
-        dw = n_out * words * rows + PIPE
+        dw = groups * words * rows + PIPE
         dump = HEADER_BEATS + n_out * (n_in + int(node.bias)) + 2
         if has_dump_engine(p, options):  # the dump's beats are priced on the host link (report.link_beats)
-            return round(_dx_passed(node, rows, skip_dx) + dw + (n_out * words + COPY) / options.muf)
+            return round(_dx_passed(node, rows, skip_dx) + dw + (groups * words + COPY) / options.muf)
         return round(_dx_passed(node, rows, skip_dx) + dw + dump / options.muf)
     raise AmpHlsError(f"linear node '{node.name}' has no input port {port!r}")
 
 
 def _dx_passed(node: Linear, rows: int, skip_dx: bool) -> int:
     """A backward message's cycles up to its dx's last beat out: header, state and look-up, the
-    gradient rows in, then the dx loop (a word of p results per n_out cycles, leaving as p / 4
-    beats); without a dx loop (``skip_dx``), up to the gradient read."""
-    p, n_out = node.parallelism, node.out_features
-    words = -(-node.in_features // p)
-    dx = 0 if skip_dx else rows * words * max(n_out, -(-p // elements_per_beat(Kind.DATA))) + PIPE_OUT
-    return HEADER_BEATS + LOOK + rows * beats_per_row(Kind.DATA, n_out) + dx
+    gradient rows in, then the dx loop (a word of results per output group, ``_shape``, leaving
+    as a beat per 4 of them); without a dx loop (``skip_dx``), up to the gradient read."""
+    lanes, words, groups = _shape(node)
+    dx = 0 if skip_dx else rows * words * max(groups, -(-lanes // elements_per_beat(Kind.DATA))) + PIPE_OUT
+    return HEADER_BEATS + LOOK + rows * beats_per_row(Kind.DATA, node.out_features) + dx
 
 
 def passed_cycles(node: Linear, in_specs, out_specs, options, port: str, rows: int,  # noqa: ANN001

@@ -34,6 +34,7 @@ from typing import Any
 from ..codegen.boards import Board
 from ..design import DeviceDesign, DeviceOptions, fifo_address_bits, linear_aligned
 from ..errors import AmpHlsError
+from ..ir import Linear
 from ..kinds import KINDS, device_kinds
 from ..memories import in_block, in_lutram, in_uram, lutram_cost, uram_blocks
 from ..resources import hw_dir, templates_dir
@@ -54,11 +55,12 @@ LABELS = {"lut": "LUT", "ff": "FF", "dsp": "DSP", "bram36": "BRAM36", "lutram": 
 # block RAM); bram: RAMB36 of the memories in block RAM; uram: URAM288 blocks of those in URAM
 # (priced as themselves); routes: boundary routes; ports: a kernel's AXI-stream ports (a port's
 # handshake and its branch of the input select / output route: a 7-copy broadcast has 16)
-# shift: kilobit-stages of an unaligned Linear's element shifters (``shift_kbits``)
-FEATURES = ("one", "tags", "lanes", "shift", "kbits", "akbits", "bram", "uram", "routes", "ports")
+# shift: kilobit-stages of an unaligned Linear's element shifters (``shift_kbits``); rows: the lanes
+# of a Linear that computes several outputs a step (``row_lanes``)
+FEATURES = ("one", "tags", "lanes", "shift", "rows", "kbits", "akbits", "bram", "uram", "routes", "ports")
 # the features each resource is fitted on (a coefficient per feature and kind)
 USES: dict[str, tuple[str, ...]] = {
-    "lut": ("one", "tags", "lanes", "shift", "kbits", "routes", "ports"),
+    "lut": ("one", "tags", "lanes", "shift", "rows", "kbits", "routes", "ports"),
     "ff": ("one", "tags", "lanes", "akbits", "routes", "ports"),  # not kbits: a memory moving to block RAM
     # frees LUTs, and a fit on kbits would have the FFs drop with more slots
     "dsp": ("one", "lanes"),
@@ -284,9 +286,18 @@ def _kernel_parts(design: DeviceDesign, name: str, placement: str) -> tuple[dict
     kept, moved = split_moved(found.memories, placement, design.options)
     lanes = getattr(node, "parallelism", 0) if node.kind == "linear" else 0
     shift = shift_kbits(node.in_features, lanes) if node.kind == "linear" else 0.0  # type: ignore[attr-defined]
-    return {"one": 1.0, "tags": found.tag_columns / 1024, "lanes": float(lanes), "shift": shift, "routes": 0.0,
+    rows = row_lanes(node) if isinstance(node, Linear) else 0.0
+    return {"one": 1.0, "tags": found.tag_columns / 1024, "lanes": float(lanes), "shift": shift, "rows": rows,
+            "routes": 0.0,
             "ports": float(len(design.nodes[name].ports)),
             **memory_features(kept, placement, design.options.use_uram)}, moved
+
+
+def row_lanes(node: Linear) -> float:
+    """The lanes of a Linear that computes several outputs a step (``Linear.outputs_per_step``),
+    priced on top of ``lanes``: each also feeds one of Q adder trees and, in dx, the sum of its
+    row's Q products (Yosys xc7: about 80 LUTs a lane more); 0 for one output a step."""
+    return float(node.parallelism) if node.outputs_per_step > 1 else 0.0
 
 
 def shift_kbits(in_features: int, parallelism: int) -> float:
@@ -306,12 +317,12 @@ def fifo_memory(address_bits: int) -> Memory:
 
 def fifo_features(address_bits: int, use_uram: bool = False, kept: bool = True) -> dict[str, float]:
     """One amp_fifo (``fifo_memory``); ``kept`` False: its entries moved to LUT-RAM (``split_moved``)."""
-    return {"one": 1.0, "tags": 0.0, "lanes": 0.0, "shift": 0.0, "routes": 0.0, "ports": 0.0,
+    return {"one": 1.0, "tags": 0.0, "lanes": 0.0, "shift": 0.0, "rows": 0.0, "routes": 0.0, "ports": 0.0,
             **memory_features([fifo_memory(address_bits)] if kept else [], "cost", use_uram)}
 
 
 def boundary_features(routes: int) -> dict[str, float]:
-    return {"one": 1.0, "tags": 0.0, "lanes": 0.0, "shift": 0.0, "routes": float(routes), "ports": 0.0, "kbits": 0.0, "akbits": 0.0, "bram": 0.0,
+    return {"one": 1.0, "tags": 0.0, "lanes": 0.0, "shift": 0.0, "rows": 0.0, "routes": float(routes), "ports": 0.0, "kbits": 0.0, "akbits": 0.0, "bram": 0.0,
             "uram": 0.0}
 
 

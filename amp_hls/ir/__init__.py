@@ -8,6 +8,7 @@ from .nodes import (
     ACTIVATIONS,
     LOSSES,
     NODE_KINDS,
+    OUTPUTS_PER_STEP,
     Activation,
     Add,
     Aggregate,
@@ -39,7 +40,7 @@ from .nodes import (
 from .serialize import dumps, graph_from_json, load, loads, save
 
 __all__ = [
-    "ACTIVATIONS", "LIMITS", "LOSSES", "NODE_KINDS", "Activation", "Add", "Aggregate",
+    "ACTIVATIONS", "LIMITS", "LOSSES", "NODE_KINDS", "OUTPUTS_PER_STEP", "Activation", "Add", "Aggregate",
     "Broadcast", "Concat", "Cond", "Edge", "EdgeSpec", "Graph", "GraphCore", "Group", "Isu",
     "IsuOp", "Limits", "Linear", "Loss", "Mul", "Node", "Phi", "PortRef", "Predicate", "RowSum",
     "S", "Sink", "Source", "Split", "Ungroup", "Value", "check_identifier", "dec", "dumps",

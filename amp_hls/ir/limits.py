@@ -15,7 +15,7 @@ class Limits:
     max_arity: int = 16  # inputs of a join / outputs of a broadcast or split
     max_nodes: int = 250  # channel ids are 8 bits; leave room for the boundary's own
     max_state_words: int = MAX_STATE_WORDS
-    max_parallelism: int = 64  # MACs of one Linear kernel: the largest the RTL is verified at
+    max_parallelism: int = 256  # MACs of one Linear kernel: 4 rows of 64 lanes (Linear.outputs_per_step)
     max_muf: int = (1 << 16) - 1  # backward messages between GRADS dumps of a device kernel
     max_cache_slots: int = 4096  # tag-table entries of a caching device kernel (its RAMs scale with it)
 

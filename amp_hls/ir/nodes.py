@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Literal
 
 from ..errors import IRError
 from ..message import MAX_STATE_VALUE, MAX_STATE_WORDS, STATE_SPACE
+from ..wire import Kind, elements_per_beat
 from .limits import LIMITS
 
 Placement = Literal["host", "device"]
@@ -396,11 +397,17 @@ class Sink(Node):
         return []
 
 
+OUTPUTS_PER_STEP = (2, 4)  # Q of a Linear above its input width (Linear.outputs_per_step)
+
+
 @dataclass(kw_only=True, eq=False)
 class Linear(Node):
     """``y = x W^T + b`` row-wise; backward ``dx = dy W``, ``dW += dy^T x``, ``db += sum(dy)``.
 
-    ``parallelism`` is the MACs per cycle a hardware kernel instantiates.
+    ``parallelism`` is the MACs per cycle a hardware kernel instantiates. Up to ``row_lanes`` (the
+    input width rounded up to whole beats) they walk one output's inputs; above it they take
+    ``outputs_per_step`` whole rows of W at once, so the parallelism must then be 2 or 4 times
+    ``row_lanes`` and that multiple must divide ``out_features`` (``outputs_per_step``).
     """
 
     kind: ClassVar[str] = "linear"
@@ -421,8 +428,34 @@ class Linear(Node):
         if self.parallelism > LIMITS.max_parallelism:
             raise self.error(f"parallelism {self.parallelism} beyond the maximum {LIMITS.max_parallelism} "
                              "(MACs per cycle of its kernel)")
+        if self.parallelism > self.row_lanes and self.outputs_per_step == 1:
+            allowed = [q * self.row_lanes for q in OUTPUTS_PER_STEP if self.out_features % q == 0]
+            raise self.error(
+                f"parallelism {self.parallelism} is above the input width ({self.in_features}, {self.row_lanes} lanes "
+                f"in whole beats): there it must be {' or '.join(map(str, OUTPUTS_PER_STEP))} whole rows of lanes "
+                f"dividing out_features {self.out_features}"
+                + (f" ({', '.join(map(str, allowed))})" if allowed else " (none does)"))
         if not isinstance(self.bias, bool):
             raise self.error(f"bias must be true or false, got {self.bias!r}")
+
+    @property
+    def row_lanes(self) -> int:
+        """Lanes one input row takes: ``in_features`` rounded up to whole DATA beats, so rows side by
+        side in a word each start on a beat (the kernel's packer places beats, never elements)."""
+        epb = elements_per_beat(Kind.DATA)
+        return -(-self.in_features // epb) * epb
+
+    @property
+    def outputs_per_step(self) -> int:
+        """Q, the outputs one MAC step computes: 1 while the MACs walk one output's inputs
+        (parallelism up to ``row_lanes``); Q when they hold Q rows of W side by side (parallelism
+        Q x ``row_lanes``, Q in ``OUTPUTS_PER_STEP`` dividing ``out_features``), so the forward sums
+        Q dot products a step, dx adds Q products into each input's accumulator, and dW updates Q
+        rows of G. Q divides a DATA beat, so the Q gradients of a step lie in one beat of dy."""
+        q, rest = divmod(self.parallelism, self.row_lanes)
+        if self.parallelism > self.row_lanes and not rest and q in OUTPUTS_PER_STEP and self.out_features % q == 0:
+            return q
+        return 1
 
     def infer(self, ins: Sequence[EdgeSpec | None]) -> list[EdgeSpec]:
         x = self._require(ins, 0)
