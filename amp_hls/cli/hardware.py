@@ -100,7 +100,8 @@ def add_fold_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target-rate", type=float, metavar="N",
                    help="fold no further than N instances/s (implies --fold)")
     p.add_argument("--parallelism", type=_node_parallelism, action="append", metavar="NODE=P",
-                   help="pin a Linear node's MACs per cycle (repeatable); folding chooses the others")
+                   help="pin a Linear node's MACs per cycle (repeatable; up to its input width, or 2 or 4 "
+                   "times it in whole beats for that many outputs a cycle); folding chooses the others")
     p.add_argument("--lutram-depth", type=int, choices=(0, *LUTRAM_DEPTHS), metavar="WORDS",
                    help="put every memory of at most WORDS words in LUT-RAM instead of the block RAM it would "
                    f"fill a quarter ({', '.join(map(str, LUTRAM_DEPTHS))}; 0: none); default: folding tries "
