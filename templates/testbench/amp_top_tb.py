@@ -34,6 +34,7 @@ from amp_hls.wire import Kind, WireMessage, encode_beats, pack_header
 
 TIMEOUT_US = float(os.environ.get("AMP_TB_TIMEOUT_US", "200000"))
 SETTLE = 200  # cycles to wait at the end: a message sent in excess would show up by then
+RESET_BOUND = 20_000  # cycles the device may take to accept a message after reset (the longest clear is a few thousand words)
 
 
 @cocotb.test(timeout_time=TIMEOUT_US, timeout_unit="us")
@@ -148,6 +149,9 @@ async def amp_top_flags_bad_input(dut) -> None:  # type: ignore[no-untyped-def]
         await ClockCycles(dut.ap_clk, 2)
         before = int(dut.amp_error.value)
         await host_in.send_beats(beats, tkeep)
+        # the last beat is taken once the kernels are out of their reset (tag-table scrubs and
+        # accumulator clears, longer in a larger design): wait for it, within a bound
+        await First(cocotb.start_soon(host_in.idle()), ClockCycles(dut.ap_clk, RESET_BOUND))
         await ClockCycles(dut.ap_clk, 50)
         return before, int(dut.amp_error.value)
 
