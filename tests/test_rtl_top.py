@@ -223,8 +223,8 @@ def test_amp_error_rises_for_bad_input_and_reset_clears_it(designs, tmp_path):  
 @pytest.mark.verilator
 @needs_sim
 def test_amp_error_rises_for_bad_input_after_a_long_reset(designs, tmp_path):  # type: ignore[no-untyped-def]
-    """The same where the first kernel clears 4,096 G words after reset (64 -> 64 at parallelism
-    1), so host_in takes the partial beat only after them: the check waits for it (bounded)."""
+    """The same where the Linear (64 -> 64 at parallelism 1) clears 4,096 G words after reset, so
+    host_in takes the partial beat only after them: the check waits for it (bounded)."""
     g = Graph("long_reset")
     g.loss(g.linear(g.tanh(g.source("x", width=64), name="act"), 64, name="fc"), g.source("t", width=64), "mse")
     root = generate_project(g, tmp_path / "p", "pynq-z2", DeviceOptions(cache_slots=2)).root

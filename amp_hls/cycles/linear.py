@@ -30,9 +30,8 @@ COPY = 3  # the dump engine's copy: the last word's write, the check that it is 
 
 def _shape(node: Linear) -> tuple[int, int, int]:
     """Lanes of an x word, MAC words per input row, and the output groups a loop walks."""
-    q = node.outputs_per_step
-    lanes = node.row_lanes if q > 1 else node.parallelism
-    return lanes, -(-node.in_features // lanes), node.out_features // q
+    lanes = node.input_lanes
+    return lanes, -(-node.in_features // lanes), node.out_features // node.outputs_per_step
 
 
 def _read(rows: int, beats: int, words: int, extra: int = 0) -> int:

@@ -56,7 +56,7 @@ LABELS = {"lut": "LUT", "ff": "FF", "dsp": "DSP", "bram36": "BRAM36", "lutram": 
 # (priced as themselves); routes: boundary routes; ports: a kernel's AXI-stream ports (a port's
 # handshake and its branch of the input select / output route: a 7-copy broadcast has 16)
 # shift: kilobit-stages of an unaligned Linear's element shifters (``shift_kbits``); rows: the lanes
-# of a Linear that computes several outputs a step (``row_lanes``)
+# of a Linear that computes several outputs a step (``multi_row_lanes``)
 FEATURES = ("one", "tags", "lanes", "shift", "rows", "kbits", "akbits", "bram", "uram", "routes", "ports")
 # the features each resource is fitted on (a coefficient per feature and kind)
 USES: dict[str, tuple[str, ...]] = {
@@ -286,14 +286,14 @@ def _kernel_parts(design: DeviceDesign, name: str, placement: str) -> tuple[dict
     kept, moved = split_moved(found.memories, placement, design.options)
     lanes = getattr(node, "parallelism", 0) if node.kind == "linear" else 0
     shift = shift_kbits(node.in_features, lanes) if node.kind == "linear" else 0.0  # type: ignore[attr-defined]
-    rows = row_lanes(node) if isinstance(node, Linear) else 0.0
+    rows = multi_row_lanes(node) if isinstance(node, Linear) else 0.0
     return {"one": 1.0, "tags": found.tag_columns / 1024, "lanes": float(lanes), "shift": shift, "rows": rows,
             "routes": 0.0,
             "ports": float(len(design.nodes[name].ports)),
             **memory_features(kept, placement, design.options.use_uram)}, moved
 
 
-def row_lanes(node: Linear) -> float:
+def multi_row_lanes(node: Linear) -> float:
     """The lanes of a Linear that computes several outputs a step (``Linear.outputs_per_step``),
     priced on top of ``lanes``: each also feeds one of Q adder trees and, in dx, the sum of its
     row's Q products (Yosys xc7: about 80 LUTs a lane more); 0 for one output a step."""

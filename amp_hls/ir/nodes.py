@@ -457,6 +457,12 @@ class Linear(Node):
             return q
         return 1
 
+    @property
+    def input_lanes(self) -> int:
+        """Lanes of one word of cached input: the parallelism, or one whole row (``row_lanes``)
+        when the MACs take several rows of W a step."""
+        return self.row_lanes if self.outputs_per_step > 1 else self.parallelism
+
     def infer(self, ins: Sequence[EdgeSpec | None]) -> list[EdgeSpec]:
         x = self._require(ins, 0)
         self._check_width(x, self.in_features, 0)
