@@ -183,7 +183,8 @@ def test_report_counts_and_prices_mlp(mlp_project: Path) -> None:
     act = report.nodes[1]
     assert act.cycles == 2 * (6 + 32 // 4)  # 32 wide: 8 beats per row
     assert report.macs_instantiated == 2
-    assert report.macs_per_instance == 3 * (64 * 32 + 32 * 10)
+    # forward and dW each once; dx of head but not of fc0 (fed by the source, it skips dx: design.skips_dx)
+    assert report.macs_per_instance == 2 * 64 * 32 + 3 * 32 * 10
     # host link: x (64 wide, 18 beats) and head's gradient (10 wide, 5 beats) in; out, head's
     # prediction but not x's gradient (fc0, fed by the source, skips dx: design.skips_dx), and
     # every 4th gradient a GRADS dump of fc0 (32 rows of 65) and head (10 rows of 33)
@@ -228,8 +229,18 @@ def test_report_counts_and_prices_mlp(mlp_project: Path) -> None:
         assert "latency: one instance's round trip" in text and "5 in flight" in text
         assert f"{report.board_dsp_peak:.2%} of the board's" in text and "(0.9% of the board's 220)" in text
     assert report.safe_in_flight == 64  # one message per instance at every node: cache_slots of them
+    # a Linear's cycles by part: P=1, fc0 (64 -> 32, no dx) 64 x 32 MAC steps forward and as many in
+    # dW, x read before the loops (its 16 beats packed into 64 words, one a cycle) and the 8 beats of
+    # its gradient, a GRADS dump of 2,084 beats
+    # every 4 gradients, and the rest: header, state and look-up 3 a message, the packer 1 and the
+    # forward's pipeline 5, the dW's 4; they add up to the kernel's cycles (the dump's share unrounded)
+    fc0 = report.nodes[0]
+    assert dict(fc0.parts) == {"mac": 2 * 64 * 32, "stream": 64 + 8, "dump": 2084 / 4, "fixed": 3 + 1 + 5 + 3 + 4}
+    assert sum(c for _, c in fc0.parts) == pytest.approx(fc0.cycles, abs=0.5) and act.parts == ()
+    assert "fc0 (linear): " in text and f"MAC steps 4096 ({4096 / fc0.cycles:.0%})" in text and "GRADS dumps 521" in text
     doc = json.loads(json.dumps(report.to_json()))  # plain data
     assert doc["board_dsps"] == 220 and doc["nodes"][1]["cycles"] == act.cycles
+    assert doc["nodes"][0]["parts"]["mac"] == 4096 and doc["nodes"][1]["parts"] == {}
     assert doc["link_instances_per_s"] == 100e6 / max(report.link_beats.values())
 
 
@@ -276,6 +287,27 @@ def test_report_counts_dynamic_rows() -> None:
     # as the host sizes its runs (runtime.traffic)
     assert report.safe_in_flight == 64 // max(per_instance, structural_messages(graph))
     assert safe_in_flight(placement, inputs, per_instance - 1) == 1  # never below one
+
+
+@pytest.mark.parametrize("p", [1, 3, 8, 12, 24, 48])
+@pytest.mark.parametrize("engine", [False, True])
+def test_a_linears_cycles_are_its_parts(p: int, engine: bool) -> None:
+    """``message_parts`` adds up to ``message_cycles`` on every port, with and without dx and the
+    dump engine, and its MAC steps are the loops' (out / Q groups of ceil(in / lanes) words a row,
+    forward once, backward twice or, without dx, once): what the report shows of a Linear's time."""
+    g = Graph("parts")
+    g.loss(g.linear(g.source("x", width=12, max_rows=3), 8, name="fc", parallelism=p), g.source("t", width=8, max_rows=3), "mse")
+    node = g.nodes["fc"]
+    steps = node.out_features // node.outputs_per_step * -(-node.in_features // node.input_lanes)
+    options = DeviceOptions(muf=4, dump_engine=engine)
+    for port, rows, skip_dx in [("params", 1, False), ("in0", 1, False), ("in0", 3, False),
+                                ("out0_grad", 2, False), ("out0_grad", 2, True)]:
+        parts = linear_cycles.message_parts(node, options, port, rows, skip_dx)
+        assert set(parts) == set(linear_cycles.PARTS) and min(parts.values()) >= 0
+        assert round(sum(parts.values())) == linear_cycles.message_cycles(node, [], [], options, port, rows, skip_dx)
+        loops = {"params": 0, "in0": 1, "out0_grad": 1 if skip_dx else 2}[port]
+        assert parts["mac"] == loops * rows * steps, (port, skip_dx)
+        assert (parts["dump"] > 0) == (port == "out0_grad")
 
 
 def test_report_cli(mlp_project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

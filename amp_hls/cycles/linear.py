@@ -40,10 +40,22 @@ def _read(rows: int, beats: int, words: int, extra: int = 0) -> int:
     return rows * max(beats, words + extra)
 
 
-def message_cycles(node: Linear, in_specs, out_specs, options, port: str, rows: int,  # noqa: ANN001
-                   skip_dx: bool = False) -> int:
-    """Cycles between taking a message of ``rows`` rows on ``port`` and taking the next;
-    ``skip_dx``: the kernel runs no dx loop (``NodeDesign.skip_dx``)."""
+# the parts a Linear's message cycles are made of (``message_parts``), with what the report calls them
+PARTS = {
+    "mac": "MAC steps",
+    "stream": "payload read",
+    "dump": "GRADS dumps",
+    "fixed": "header, look-up and pipeline",
+}
+
+
+def message_parts(node: Linear, options, port: str, rows: int, skip_dx: bool = False) -> dict[str, float]:  # noqa: ANN001
+    """Where ``message_cycles`` goes, in parts (``PARTS``) that add up to it before rounding:
+    ``mac`` the loops' steps, every MAC busy; ``stream`` the payload's read the loops do not hide
+    (its beats, or its words where a row packs into more words than it has beats, before the loops
+    start; the unpacker's beats a dx loop waits for); ``dump`` a GRADS dump's
+    share (the dump engine's copy, with it); ``fixed`` header, state, look-up, packer and
+    pipeline latency. The MACs' share of a kernel's time is what more of them can shorten."""
     p = node.parallelism
     n_in, n_out = node.in_features, node.out_features
     _, words, groups = _shape(node)
@@ -52,25 +64,47 @@ def message_cycles(node: Linear, in_specs, out_specs, options, port: str, rows: 
     if port == "params":
         pw = n_in + int(node.bias)
         bpr_w = beats_per_row(Kind.WEIGHTS, pw)
-        return head + _read(n_out, bpr_w, words, bpr_w - bpr_in) + PACK
+        return {"mac": 0, "stream": _read(n_out, bpr_w, words, bpr_w - bpr_in), "dump": 0, "fixed": head + PACK}
     if port == "in0":
-        return head + _read(rows, bpr_in, words) + PACK + rows * groups * words + PIPE_OUT
+        return {"mac": rows * groups * words, "stream": _read(rows, bpr_in, words), "dump": 0,
+                "fixed": head + PACK + PIPE_OUT}
     if port == "out0_grad":
-        dw = groups * words * rows + PIPE
-        dump = HEADER_BEATS + n_out * (n_in + int(node.bias)) + 2
+        parts: dict[str, float] = {**_dx_parts(node, rows, skip_dx), "dump": 0}
+        parts["mac"] += groups * words * rows  # the dW loop
+        parts["fixed"] += PIPE
         if has_dump_engine(p, options):  # the dump's beats are priced on the host link (report.link_beats)
-            return round(_dx_passed(node, rows, skip_dx) + dw + (groups * words + COPY) / options.muf)
-        return round(_dx_passed(node, rows, skip_dx) + dw + dump / options.muf)
+            parts["dump"] = (groups * words + COPY) / options.muf
+        else:
+            parts["dump"] = (HEADER_BEATS + n_out * (n_in + int(node.bias)) + 2) / options.muf
+        return parts
     raise AmpHlsError(f"linear node '{node.name}' has no input port {port!r}")
 
 
-def _dx_passed(node: Linear, rows: int, skip_dx: bool) -> int:
-    """A backward message's cycles up to its dx's last beat out: header, state and look-up, the
-    gradient rows in, then the dx loop (a word of results per output group, ``_shape``, leaving
-    as a beat per 4 of them); without a dx loop (``skip_dx``), up to the gradient read."""
+def message_cycles(node: Linear, in_specs, out_specs, options, port: str, rows: int,  # noqa: ANN001
+                   skip_dx: bool = False) -> int:
+    """Cycles between taking a message of ``rows`` rows on ``port`` and taking the next;
+    ``skip_dx``: the kernel runs no dx loop (``NodeDesign.skip_dx``)."""
+    return round(sum(message_parts(node, options, port, rows, skip_dx).values()))
+
+
+def _dx_parts(node: Linear, rows: int, skip_dx: bool) -> dict[str, float]:
+    """``message_parts`` of a backward message up to its dx's last beat out: header, state and
+    look-up, the gradient rows in, then the dx loop (a word of results per output group,
+    ``_shape``, leaving as a beat per 4 of them: fewer groups than beats wait for the beats);
+    without a dx loop (``skip_dx``), up to the gradient read."""
     lanes, words, groups = _shape(node)
-    dx = 0 if skip_dx else rows * words * max(groups, -(-lanes // elements_per_beat(Kind.DATA))) + PIPE_OUT
-    return HEADER_BEATS + LOOK + rows * beats_per_row(Kind.DATA, node.out_features) + dx
+    parts = {"mac": 0, "stream": rows * beats_per_row(Kind.DATA, node.out_features), "fixed": HEADER_BEATS + LOOK}
+    if not skip_dx:
+        steps = rows * words * max(groups, -(-lanes // elements_per_beat(Kind.DATA)))
+        parts["mac"] = rows * words * groups
+        parts["stream"] += steps - parts["mac"]
+        parts["fixed"] += PIPE_OUT
+    return parts
+
+
+def _dx_passed(node: Linear, rows: int, skip_dx: bool) -> int:
+    """A backward message's cycles up to its dx's last beat out (``_dx_parts``)."""
+    return sum(_dx_parts(node, rows, skip_dx).values())
 
 
 def passed_cycles(node: Linear, in_specs, out_specs, options, port: str, rows: int,  # noqa: ANN001

@@ -58,6 +58,7 @@ from ..runtime.check import sample_instances
 from ..runtime.traffic import messages_per_instance
 from ..wire import Kind, message_beats
 from . import busy_cycles, message_cycles
+from .linear import PARTS, message_parts
 
 Load = Counter[tuple[str, int]]  # (input port, rows) -> messages
 RAISE_MAK = "raise --mak"  # the in-flight bound's advice (api.fold_fitting replaces it where a larger mak does not fit)
@@ -141,6 +142,9 @@ class NodeLoad:
     ports: tuple[PortLoad, ...]
     macs: float  # multiply-accumulates per instance (Linear only)
     modelled: bool
+    # a Linear's cycles per instance by part (cycles.linear.PARTS: MAC steps, payload beats, GRADS
+    # dumps, the rest), adding up to its cycles but for their rounding; empty for other kinds
+    parts: tuple[tuple[str, float], ...] = ()
 
     @property
     def cycles(self) -> float | None:
@@ -224,7 +228,7 @@ class CycleReport:
     def to_json(self) -> dict[str, Any]:
         """The report as plain data (``amp-hls report --json``), derived figures included."""
         doc = dataclasses.asdict(self)
-        doc["nodes"] = [{**dataclasses.asdict(n), "cycles": n.cycles} for n in self.nodes]
+        doc["nodes"] = [{**dataclasses.asdict(n), "cycles": n.cycles, "parts": dict(n.parts)} for n in self.nodes]
         doc["pace"] = self.pace.to_json()
         for name in ("bottleneck", "kernel_cycles_per_instance", "cycles_per_instance", "instances_per_s",
                      "macs_per_instance", "dsp_peak", "board_dsp_peak", "link_instances_per_s", "unmodelled"):
@@ -233,10 +237,22 @@ class CycleReport:
         return doc
 
 
-def _linear_macs(node: Linear, load: Load) -> int:
-    """Forward ``y = x W^T`` is rows x in x out MACs; backward ``dx = dy W`` and ``dW += dy^T x`` twice that."""
+def _linear_macs(node: Linear, load: Load, skip_dx: bool) -> int:
+    """Forward ``y = x W^T`` is rows x in x out MACs; backward ``dx = dy W`` and ``dW += dy^T x`` twice
+    that, or once where the kernel leaves out dx (``skip_dx``): MACs it never runs are no useful work."""
     per_row = node.in_features * node.out_features
-    return sum(n * rows * per_row * (1 if port == "in0" else 2) for (port, rows), n in load.items())
+    backward = 1 if skip_dx else 2
+    return sum(n * rows * per_row * (1 if port == "in0" else backward) for (port, rows), n in load.items())
+
+
+def _linear_parts(node: Linear, load: Load, options: DeviceOptions, skip_dx: bool, n: int) -> tuple[tuple[str, float], ...]:
+    """A Linear's cycles per instance by part (``cycles.linear.message_parts``), summed over its
+    messages as its cycles are."""
+    total = dict.fromkeys(PARTS, 0.0)
+    for (port, rows), count in load.items():
+        for part, cycles in message_parts(node, options, port, rows, skip_dx).items():
+            total[part] += count * cycles / n
+    return tuple(total.items())
 
 
 def link_beats(placement: Placement, loads: dict[str, Load], muf: int) -> dict[str, float]:
@@ -647,8 +663,9 @@ def cycle_report(design: DeviceDesign, board: Board, inputs: Sequence[Inputs], s
         nodes.append(NodeLoad(
             name, node.kind,
             tuple(PortLoad(p, m / n, r / n, c / n if modelled else None) for p, (m, r, c) in ports.items()),
-            _linear_macs(node, loads[name]) / n if isinstance(node, Linear) else 0.0,
+            _linear_macs(node, loads[name], design.nodes[name].skip_dx) / n if isinstance(node, Linear) else 0.0,
             modelled,
+            _linear_parts(node, loads[name], options, design.nodes[name].skip_dx, n) if isinstance(node, Linear) else (),
         ))
     macs = sum(graph.nodes[nm].parallelism for nm in placement.device_nodes if isinstance(graph.nodes[nm], Linear))
     beats = {k: v / n for k, v in link_beats(placement, loads, options.muf).items()}
@@ -710,6 +727,10 @@ def format_report(r: CycleReport) -> str:
                      + (f", {board_peak:.2%} of the board's" if board_peak is not None else ""))
     lines.append(f"in flight: at most {r.safe_in_flight} instances keep every tag cache within the sizing rule "
                  "(what the measurement runs)")
+    for node in r.nodes:
+        if node.parts and node.cycles:
+            shares = ", ".join(f"{PARTS[part]} {_num(c)} ({c / node.cycles:.0%})" for part, c in node.parts if c)
+            lines.append(f"{node.name} (linear): {_num(round(node.cycles, 1))} cycles/instance = {shares}")
     for kind, names in r.unmodelled.items():
         lines.append(f"no cycle model for kind {kind!r} (amp_hls/cycles/{kind}.py): {', '.join(names)}")
     return "\n".join(lines)
