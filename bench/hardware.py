@@ -37,6 +37,7 @@ from amp_hls import api
 from amp_hls.codegen.boards import load_board
 from amp_hls.codegen.project import open_project
 from amp_hls.cycles.folding import FitError, Folding, apply
+from amp_hls.cycles.linear import PARTS
 from amp_hls.cycles.report import cycle_report, measure_rtlsim, safe_in_flight, sample_inputs
 from amp_hls.cycles.resources import load_coefficients, shown_resources
 from amp_hls.datasets import Splits
@@ -165,6 +166,8 @@ def bench_one(model: str, board_name: str, instances: int, rtlsim: bool, tb: boo
         "macs": folding.dsps, "dsps": total.dsp, "board_dsps": board.resources["dsp"],
         "dsp_fraction_of_board": total.dsp / board.resources["dsp"],
         "dsp_peak": report.dsp_peak, "board_dsp_peak": report.board_dsp_peak,
+        # each Linear's cycles per instance by part (MAC steps, payload read, GRADS dumps, the rest)
+        "linear_parts": {n.name: dict(n.parts) for n in report.nodes if n.parts},
         "resources": folding.to_json()["resources"],
     }
     try:
@@ -214,6 +217,11 @@ def summary(model: str, board: str, b: dict[str, Any], cpu: dict[str, Any]) -> s
     line = (f"{model} on {board} (mak {b['mak']}, {b['cache_slots']} slots): {par}, muf {b['muf']} -> "
             f"{b['predicted_instances_per_s']:,.0f} instances/s predicted, {b['ratio_predicted_vs_cpu']:.1f}x the "
             f"numpy CPU runtime ({cpu['instances_per_s']:,.0f}/s); {use}; bound: {b['bound']}")
+    parts = b.get("linear_parts", {}).get(b["bottleneck"])
+    if parts:  # where the bottleneck Linear's time goes (cycles.linear.PARTS)
+        whole = sum(parts.values())
+        line += (f"\n  {b['bottleneck']}'s cycles: " + ", ".join(f"{PARTS[k]} {v / whole:.0%}" for k, v in parts.items())
+                 + f"; DSP-bound peak {b['dsp_peak']:.0%} of the instantiated MACs")
     if b["rtlsim"] and "error" in b["rtlsim"]:
         line += f"\n  rtlsim: not measured: {b['rtlsim']['error']}"
     elif b["rtlsim"]:
