@@ -142,7 +142,7 @@ class NodeLoad:
     ports: tuple[PortLoad, ...]
     macs: float  # multiply-accumulates per instance (Linear only)
     modelled: bool
-    # a Linear's cycles per instance by part (cycles.linear.PARTS: MAC steps, payload beats, GRADS
+    # a Linear's cycles per instance by part (cycles.linear.PARTS: MAC steps, payload read, GRADS
     # dumps, the rest), adding up to its cycles but for their rounding; empty for other kinds
     parts: tuple[tuple[str, float], ...] = ()
 
