@@ -37,6 +37,11 @@ def test_fold_chooses_records_and_prints(tmp_path: Path, capsys: pytest.CaptureF
     assert set(res["total"]) >= {"lut", "ff", "dsp", "bram36"} and res["board"]["dsp"] == 1728
     assert all(0 < res["fraction"][r] <= f["margin"] for r in ("lut", "ff", "dsp"))
     assert set(res["kernels"]) == {"fc0", "act0", "head"} and {"linear", "activation"} <= set(res["kinds"])
+    # where the bottleneck Linear's cycles go, adding up to its cycles (the dump's share unrounded)
+    parts = f["bottleneck_parts"]
+    assert f["bottleneck"] == "fc0" and set(parts) == {"mac", "stream", "dump", "fixed"}
+    assert sum(parts.values()) == pytest.approx(f["cycles_per_instance"]["fc0"], abs=0.5) and parts["mac"] > 0
+    assert f"cycles/instance: MAC steps {parts['mac'] / sum(parts.values()):.0%}, payload read" in printed
 
 
 def test_a_board_folds_by_default_and_no_fold_opts_out(tmp_path: Path) -> None:

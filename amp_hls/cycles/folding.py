@@ -45,7 +45,17 @@ from ..models.inputs import Inputs
 from ..placement import Placement
 from ..wire import Kind, elements_per_beat
 from . import busy_cycles
-from .report import Load, Pace, batched, link_beats, merged, safe_in_flight, turns_pace
+from .linear import PARTS
+from .report import (
+    Load,
+    Pace,
+    batched,
+    linear_parts,
+    link_beats,
+    merged,
+    safe_in_flight,
+    turns_pace,
+)
 from .resources import (
     BOARD_RESOURCES,
     LABELS,
@@ -97,6 +107,8 @@ class Folding:
     limit: str | None = None  # the resource whose budget stopped the folding (None: something else did)
     mak_limit: str | None = None  # the resource one more in flight would exceed, where the mak was lowered
     lutram_depth: int = 0  # the design's memories of at most this many words are in LUT-RAM (memories.py)
+    # the bottleneck's cycles per instance by part where it is a Linear (cycles.linear.PARTS), else empty
+    bottleneck_parts: dict[str, float] = field(default_factory=dict)
 
     @property
     def bottleneck(self) -> str:
@@ -125,6 +137,7 @@ class Folding:
                 "mak_lowered_from": self.mak_lowered_from, "round_trip_cycles": round(self.pace.round_trip, 2),
                 "predicted_cycles_per_instance": round(self.cycles_per_instance, 2),
                 "instances_per_s": round(self.instances_per_s, 1), "bound": self.bound,
+                "bottleneck_parts": {k: round(c, 2) for k, c in self.bottleneck_parts.items()},
                 "board": self.board.name, "margin": self.margin, "limit": self.limit, "mak_limit": self.mak_limit,
                 "resources": {**self.resources.to_json(self.board),
                               "kinds": {k: r.to_json() for k, r in sorted(kinds.items())}}}
@@ -349,10 +362,14 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
         paced = paced if paced.startswith("bound by in-flight") else ""
     if "target rate" not in bound and paced and not paced.startswith("bound by the busiest"):
         bound = f"{bound}; {paced}"
+    slowest = max(cycles, key=cycles.__getitem__)
+    parts = dict(linear_parts(dataclasses.replace(nodes[slowest], parallelism=choice[slowest]), loads[slowest],  # type: ignore[type-var]
+                              dataclasses.replace(options, muf=period), design.nodes[slowest].skip_dx, n)) \
+        if slowest in choice else {}
     return Folding(choice, period, cycles, board.clock_mhz, sum(choice.values()),
                    int(board.resources.get("dsp", 0) * margin), link, bound, pricer.resources(choice), board, chosen,
                    margin, {name: node.kind for name, node in nodes.items()}, limit=limit,
-                   lutram_depth=options.lutram_depth)
+                   lutram_depth=options.lutram_depth, bottleneck_parts=parts)
 
 
 def _check_fixed(graph: GraphCore, fixed: Mapping[str, int], linears: set[str]) -> None:
@@ -462,6 +479,12 @@ def apply(graph: GraphCore, folding: Folding) -> GraphCore:
     return folded
 
 
+def _shares(parts: Mapping[str, float]) -> str:
+    """``: MAC steps 47%, ...`` of a Linear bottleneck's parts; nothing for another kind."""
+    whole = sum(parts.values())
+    return (": " + ", ".join(f"{PARTS[k]} {c / whole:.0%}" for k, c in parts.items())) if whole else ""
+
+
 def format_folding(f: Folding) -> str:
     per_node = ", ".join(f"{n}={p}" for n, p in f.parallelism.items())
     total = f.resources.total
@@ -473,7 +496,8 @@ def format_folding(f: Folding) -> str:
     lutram = (f"  amp_ram memories of at most {f.lutram_depth} words in LUT-RAM instead of block RAM "
               f"(--lutram-depth)\n") if f.lutram_depth else ""
     return (f"folding: {per_node or 'no Linear on the device'}; {f.dsps} MACs; "
-            f"GRADS every {f.muf} gradients; bottleneck {f.bottleneck} ({f.cycles[f.bottleneck]:,.0f} cycles/instance), "
+            f"GRADS every {f.muf} gradients; bottleneck {f.bottleneck} ({f.cycles[f.bottleneck]:,.0f} cycles/instance"
+            f"{_shares(f.bottleneck_parts)}), "
             f"host link {f.link_beats:,.0f} beats/instance, round trip {f.pace.round_trip:,.0f} cycles at mak "
             f"{f.pace.mak} -> {f.instances_per_s:,.0f} instances/s at {f.clock_mhz:g} MHz (cycle model); "
             f"stopped by {f.bound}\n{lutram}"

@@ -245,7 +245,7 @@ def _linear_macs(node: Linear, load: Load, skip_dx: bool) -> int:
     return sum(n * rows * per_row * (1 if port == "in0" else backward) for (port, rows), n in load.items())
 
 
-def _linear_parts(node: Linear, load: Load, options: DeviceOptions, skip_dx: bool, n: int) -> tuple[tuple[str, float], ...]:
+def linear_parts(node: Linear, load: Load, options: DeviceOptions, skip_dx: bool, n: int) -> tuple[tuple[str, float], ...]:
     """A Linear's cycles per instance by part (``cycles.linear.message_parts``), summed over its
     messages as its cycles are."""
     total = dict.fromkeys(PARTS, 0.0)
@@ -665,7 +665,7 @@ def cycle_report(design: DeviceDesign, board: Board, inputs: Sequence[Inputs], s
             tuple(PortLoad(p, m / n, r / n, c / n if modelled else None) for p, (m, r, c) in ports.items()),
             _linear_macs(node, loads[name], design.nodes[name].skip_dx) / n if isinstance(node, Linear) else 0.0,
             modelled,
-            _linear_parts(node, loads[name], options, design.nodes[name].skip_dx, n) if isinstance(node, Linear) else (),
+            linear_parts(node, loads[name], options, design.nodes[name].skip_dx, n) if isinstance(node, Linear) else (),
         ))
     macs = sum(graph.nodes[nm].parallelism for nm in placement.device_nodes if isinstance(graph.nodes[nm], Linear))
     beats = {k: v / n for k, v in link_beats(placement, loads, options.muf).items()}
