@@ -160,6 +160,21 @@ def test_too_many_cache_slots_are_refused_with_the_mak_that_fits(mlp) -> None:  
         check_fit(graph, PYNQ, DeviceOptions(cache_slots=fit + 1, max_in_flight=fit + 1))
 
 
+def test_a_bottleneck_by_its_dumps_is_told_apart_from_the_busiest_without_them() -> None:
+    """Folding raises the Linear whose cycles less its GRADS dumps are the most (more MACs do not
+    shorten a dump). The joined parts of ``test_a_non_linear_bottleneck_is_named`` feeding a 24 -> 4
+    Linear that dumps every gradient (104 beats): the Linear stays the busiest kernel, while the
+    concat is the busiest without the dumps, so the bound names the concat as that, not as "the
+    bottleneck", and the bottleneck's split shows the dumps."""
+    g = Graph("dump_bound")
+    joined = g.concat(*(g.source(f"x{i}", width=3) for i in range(8)), name="cat")
+    g.loss(g.linear(g.tanh(joined, name="act"), 4, name="l"), g.source("t", width=4), "mse")
+    f = fold(g.validate(), ZCU, None, DeviceOptions(cache_slots=2), muf=1)
+    assert f.bottleneck == "l" and f.bound == "cat (concat) is the busiest kernel, GRADS dumps aside, and is not a Linear"
+    assert f.bottleneck_parts["dump"] == 2 + 4 * 25 + 2 and sum(f.bottleneck_parts.values()) == f.cycles["l"]
+    assert "bottleneck l (168 cycles/instance: MAC steps 21%, payload read 4%, GRADS dumps 62%" in format_folding(f)
+
+
 def test_a_design_too_big_at_one_instance_is_told_no_smaller_tag_table() -> None:
     """ggsnn-qm9 on kv260 at mak 1: the tag tables already hold one instance's 3 messages, so
     fewer slots are no way out (they would hold no instance); the refusal says what is."""

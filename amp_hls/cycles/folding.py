@@ -288,12 +288,15 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
             slowest = max(bare, key=bare.__getitem__)
             if target_rate is not None and rate(period, choice, cycles) >= target_rate:
                 return choice, cycles, f"the target rate {target_rate:,.0f} instances/s is met", None
+            # the busiest but for GRADS dumps may not be the busiest with them (Folding.bottleneck)
+            busiest = "is the bottleneck" if cycles[slowest] >= max(cycles.values()) else \
+                "is the busiest kernel, GRADS dumps aside,"
             if slowest not in choice or slowest in fixed:
                 reason = "is not a Linear" if slowest not in choice else "has its parallelism fixed"
-                return choice, cycles, f"{slowest} ({nodes[slowest].kind}) is the bottleneck and {reason}", None
+                return choice, cycles, f"{slowest} ({nodes[slowest].kind}) {busiest} and {reason}", None
             more = [p for p in candidates(nodes[slowest]) if p > choice[slowest]]  # type: ignore[arg-type]
             if not more:
-                return choice, cycles, (f"{slowest} (linear) is the bottleneck at its largest useful "
+                return choice, cycles, (f"{slowest} (linear) {busiest} at its largest useful "
                                         f"parallelism {choice[slowest]}"), None
             fitting = next_fitting(choice, slowest)
             if fitting is None:
