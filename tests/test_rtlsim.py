@@ -226,6 +226,23 @@ def test_the_backend_is_offered_and_made_from_a_graph(design, tmp_path):
         _same_traffic(_run(device, _instances(4), 1), _run(CpuDevice(device.placement, FIXED), _instances(4), 1), True)
 
 
+def test_a_linear_at_the_largest_parallelism_runs_on_rtlsim(tmp_path):
+    """A 64 -> 4 Linear at parallelism 256 (4 rows of 64): its G word, 12,288 bits, is zero-filled
+    by a replication past Verilator's default limit, so this backend's build needs the flag the
+    cocotb runner's passes (``sim.runner.DESIGN_FLAGS``); without it `amp-hls report` could not
+    measure mlp's zcu104 fold. Bit-exact with the numpy device."""
+    g = Graph("rtlsim_wide")
+    g.loss(g.linear(g.source("x", width=64), 4, name="fc", parallelism=256), g.source("t", width=4), "mse")
+    rng = np.random.default_rng(5)
+    instances = [{"x": ((), rng.normal(0, 1.0, (1, 64))), "t": ((), rng.normal(0, 0.5, (1, 4)))} for _ in range(3)]
+    graph = g.validate()
+    with RtlsimDevice.generate(graph, tmp_path / "wide", DeviceOptions(cache_slots=2)) as device:
+        got = run_host(device, instances, 2, weights_of=graph, seed=3, timeout=10.0)
+        want = run_host(CpuDevice(device.placement, FIXED), instances, 2, weights_of=graph, seed=3, timeout=10.0)
+        _same_traffic(got, want, False)
+        assert any(np.any(m.payload) for m in got.received if m.kind is Kind.DATA)  # the weights took
+
+
 def test_missing_tools_and_broken_sources_are_clear_errors(design, tmp_path, monkeypatch):
     _, board, _, _, _ = design
     sources, top, _ = project_rtl(board.root)

@@ -30,6 +30,7 @@ from ..design import DeviceOptions, build_design
 from ..errors import AmpHlsError
 from ..ir import GraphCore
 from ..resources import hw_dir
+from ..sim.runner import DESIGN_FLAGS
 from ..toolchain import verilator_bin
 from ..wire import (
     ChannelMap,
@@ -54,6 +55,7 @@ VERILATOR_FLAGS = (
     "--cc", "--build", "--exe", "--flatten", "--prefix", PREFIX, "--timescale", "1ns/1ps",
     "-CFLAGS", CXXFLAGS, "-LDFLAGS", "-shared",
     "-MAKEFLAGS", f"{toolchain.VERILATOR_PCH_FIX} OPT_FAST=-O2 OPT_SLOW=-O1 OPT_GLOBAL=-O2",
+    *DESIGN_FLAGS,  # as the cocotb runner's builds: a Linear's widest word zero-filled (P=256: 12,288 bits)
 )
 CYCLES_PER_CALL = 50_000  # tens of milliseconds of simulation between deadline checks
 
@@ -113,7 +115,7 @@ def _errors(log: str, limit: int = 30) -> str:
     """The error lines of a build log (Verilator's and the compiler's), else its tail; the
     command lines make echoes are long, so each line is cut short."""
     lines = [line[:300] for line in log.splitlines() if line.strip()]
-    errors = [line for line in lines if "error" in line.lower()]
+    errors = [line for line in lines if "error" in line.lower() or line.startswith("%Warning")]
     return "\n".join((errors or lines)[-limit:])
 
 
