@@ -205,7 +205,7 @@ def test_linear_bit_exact_with_the_dump_engine(name: str, engine_harness: tuple[
 def test_a_linear_at_the_largest_parallelism_is_bit_exact(tmp_path_factory: pytest.TempPathFactory,
                                                           tmp_path: Path) -> None:
     """``LIMITS.max_parallelism`` MACs (4 rows of 64 inputs a step) under stalls: its G word, 12,288
-    bits, is zero-filled by a replication past Verilator's default limit (``runner.REPLICATION_LIMIT``)."""
+    bits, is zero-filled by a replication past Verilator's default limit (``codegen.rtl.REPLICATION_LIMIT``)."""
     g = Graph("rtl_linear_wide")
     h = g.tanh(g.source("x", width=64, max_rows=MAX_ROWS), name="act")
     g.loss(g.linear(h, 4, name="fw", parallelism=LIMITS.max_parallelism), g.source("t", width=4, max_rows=MAX_ROWS), "mse")

