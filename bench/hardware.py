@@ -37,7 +37,7 @@ from amp_hls import api
 from amp_hls.codegen.boards import load_board
 from amp_hls.codegen.project import open_project
 from amp_hls.cycles.folding import FitError, Folding, apply
-from amp_hls.cycles.linear import PARTS
+from amp_hls.cycles.linear import format_shares
 from amp_hls.cycles.report import cycle_report, measure_rtlsim, safe_in_flight, sample_inputs
 from amp_hls.cycles.resources import load_coefficients, shown_resources
 from amp_hls.datasets import Splits
@@ -215,9 +215,8 @@ def summary(model: str, board: str, b: dict[str, Any], cpu: dict[str, Any]) -> s
             f"numpy CPU runtime ({cpu['instances_per_s']:,.0f}/s); {use}; bound: {b['bound']}")
     parts = b.get("linear_parts", {}).get(b["bottleneck"])
     if parts:  # where the bottleneck Linear's time goes (cycles.linear.PARTS)
-        whole = sum(parts.values())
-        line += (f"\n  {b['bottleneck']}'s cycles: " + ", ".join(f"{PARTS[k]} {v / whole:.0%}" for k, v in parts.items())
-                 + f"; DSP-bound peak {b['dsp_peak']:.0%} of the instantiated MACs")
+        line += (f"\n  {b['bottleneck']}'s cycles: {format_shares(parts)}; "
+                 f"DSP-bound peak {b['dsp_peak']:.0%} of the instantiated MACs")
     if b["rtlsim"] and "error" in b["rtlsim"]:
         line += f"\n  rtlsim: not measured: {b['rtlsim']['error']}"
     elif b["rtlsim"]:

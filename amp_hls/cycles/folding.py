@@ -45,7 +45,7 @@ from ..models.inputs import Inputs
 from ..placement import Placement
 from ..wire import Kind, elements_per_beat
 from . import busy_cycles
-from .linear import PARTS
+from .linear import format_shares
 from .report import (
     Load,
     Pace,
@@ -482,12 +482,6 @@ def apply(graph: GraphCore, folding: Folding) -> GraphCore:
     return folded
 
 
-def _shares(parts: Mapping[str, float]) -> str:
-    """``: MAC steps 47%, ...`` of a Linear bottleneck's parts; nothing for another kind."""
-    whole = sum(parts.values())
-    return (": " + ", ".join(f"{PARTS[k]} {c / whole:.0%}" for k, c in parts.items())) if whole else ""
-
-
 def format_folding(f: Folding) -> str:
     per_node = ", ".join(f"{n}={p}" for n, p in f.parallelism.items())
     total = f.resources.total
@@ -500,7 +494,7 @@ def format_folding(f: Folding) -> str:
               f"(--lutram-depth)\n") if f.lutram_depth else ""
     return (f"folding: {per_node or 'no Linear on the device'}; {f.dsps} MACs; "
             f"GRADS every {f.muf} gradients; bottleneck {f.bottleneck} ({f.cycles[f.bottleneck]:,.0f} cycles/instance"
-            f"{_shares(f.bottleneck_parts)}), "
+            f"{': ' + format_shares(f.bottleneck_parts) if f.bottleneck_parts else ''}), "
             f"host link {f.link_beats:,.0f} beats/instance, round trip {f.pace.round_trip:,.0f} cycles at mak "
             f"{f.pace.mak} -> {f.instances_per_s:,.0f} instances/s at {f.clock_mhz:g} MHz (cycle model); "
             f"stopped by {f.bound}\n{lutram}"

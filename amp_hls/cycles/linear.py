@@ -49,6 +49,12 @@ PARTS = {
 }
 
 
+def format_shares(parts: dict[str, float]) -> str:
+    """``MAC steps 47%, payload read 18%, ...``: each part's share of the whole; empty for none."""
+    whole = sum(parts.values())
+    return ", ".join(f"{PARTS[k]} {c / whole:.0%}" for k, c in parts.items()) if whole else ""
+
+
 def message_parts(node: Linear, options, port: str, rows: int, skip_dx: bool = False) -> dict[str, float]:  # noqa: ANN001
     """Where ``message_cycles`` goes, in parts (``PARTS``) that add up to it before rounding:
     ``mac`` the loops' steps, every MAC busy; ``stream`` the payload's read the loops do not hide
