@@ -77,6 +77,12 @@ class HostRunner:
         self.last_status = None  # the device's last status answer (amp_hls.control.DeviceStatus)
         self.device_losses: list[LossRecord] = []  # device Loss nodes' reports not drained yet
         self.loss_reports: dict[str, int] = {c.loss_of: 0 for c in placement.channels if c.loss_of}
+        self.reach = device_reach(placement)
+
+    def _reach_of(self, edge: Edge, msg: Message) -> int:
+        """``device_reach`` of where ``msg`` enters the device: a forward's consumer, a backward's producer."""
+        node = edge.dst.node if msg.direction is Direction.FWD else edge.src.node
+        return self.reach.get((node, msg.direction), 0)
 
     def active_keys(self) -> set[int]:
         keys: set[int] = set()
@@ -112,7 +118,11 @@ class HostRunner:
                 self.host.inject(self.next_key, pending.popleft())
                 self.next_key += 1
             self.host.run()
-            outgoing = [self._to_wire(edge, msg) for edge, msg in self.host.take_outbox()]
+            # the messages that can set the most of the device to work go first: a turn's
+            # critical path does not wait behind messages that end a few kernels in
+            # (tree-rnn's backward: its padding leaves' gradients before the losses')
+            taken = sorted(self.host.take_outbox(), key=lambda em: -self._reach_of(*em))
+            outgoing = [self._to_wire(edge, msg) for edge, msg in taken]
             if outgoing:
                 self.device.send(outgoing)
             try:
@@ -193,6 +203,28 @@ class HostRunner:
             self.loss_reports[node.name] += 1
         else:
             raise DeviceError(f"{ch.spec}: unexpected {m.kind.name} message from the device")
+
+
+def device_reach(placement: Placement) -> dict[tuple[str, Direction], int]:
+    """Per device node and direction, how many device nodes a message entering there can reach
+    (forward along the edges, backward against them): a measure of the work it starts."""
+    graph = placement.graph
+    device = set(placement.device_nodes)
+    succ: dict[Direction, dict[str, set[str]]] = {d: {x: set() for x in device} for d in Direction}
+    for e in graph.edges:
+        if e.src.node in device and e.dst.node in device:
+            succ[Direction.FWD][e.src.node].add(e.dst.node)
+            succ[Direction.BWD][e.dst.node].add(e.src.node)
+    reach = {}
+    for d in Direction:
+        for start in device:
+            seen, todo = {start}, [start]
+            while todo:
+                for y in succ[d][todo.pop()] - seen:
+                    seen.add(y)
+                    todo.append(y)
+            reach[(start, d)] = len(seen)
+    return reach
 
 
 def by_channel(msgs: Sequence[WireMessage]) -> dict[tuple[int, Kind], list[WireMessage]]:
