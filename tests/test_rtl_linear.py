@@ -53,7 +53,7 @@ pytestmark = [pytest.mark.verilator,
               pytest.mark.skipif(not runner.available(), reason="needs cocotb, cocotbext-axi, verilator")]
 
 MAX_ROWS, SLOTS, MUF = 3, 4, 2
-NODES = ("fa", "fb", "fc", "fd", "fg", "fh", "fi")
+NODES = ("fa", "fb", "fc", "fd", "fg", "fh", "fi", "fj")
 MLP = ("fe", "ff")
 OPTIONS = DeviceOptions(numerics=FIXED, cache_slots=SLOTS, muf=MUF)
 ENGINE = dataclasses.replace(OPTIONS, dump_engine=True)  # the kernels with the dump engine
@@ -75,6 +75,9 @@ def _graph() -> Graph:
     h = g.linear(h, 12, bias=False, name="fh", parallelism=32)
     h = g.linear(h, 8, name="fi", parallelism=48)
     g.loss(h, g.source("t3", width=8, max_rows=MAX_ROWS), "mse")
+    # one word of 48 lanes, 2 outputs: the dx's last word leaves in 12 beats, longer than the dW loop
+    h = g.linear(g.tanh(g.source("x4", width=48, max_rows=MAX_ROWS), name="xj"), 2, name="fj", parallelism=48)
+    g.loss(h, g.source("t4", width=2, max_rows=MAX_ROWS), "mse")
     # the MLP's layers (models.mlp, 64 -> 32 -> 10, rows = 1), MACs shared out by work
     h = g.linear(g.tanh(g.source("x2", width=64), name="xe"), 32, name="fe", parallelism=8)
     h = g.linear(h, 10, name="ff", parallelism=1)
@@ -353,7 +356,7 @@ def test_an_aligned_linear_places_beats_by_group() -> None:
         assert ("<< (pk_left * EB)" in text) != linear_aligned(node.in_features, node.parallelism), name
         if linear_aligned(node.in_features, node.parallelism):
             aligned.add(name)
-    assert aligned == {"fa", "fb", "fc", "fe", "fg", "fh", "fi"}
+    assert aligned == {"fa", "fb", "fc", "fe", "fg", "fh", "fi", "fj"}
 
 
 def test_a_linear_fed_by_a_source_sends_no_dx() -> None:

@@ -7,7 +7,8 @@ runs. Above the input width the MACs hold ``outputs_per_step`` rows of W (``Line
 a word is then a whole input row and each loop walks groups of that many outputs. A backward runs two
 loops (dx, then dW; only dW for a Linear fed by a host source, ``skip_dx``: design.skips_dx) and
 every ``muf``-th one dumps G, one 64-bit element a cycle; the dump is shared out over the ``muf``
-messages. The dx has left once its loop ends (``passed_cycles``): the dW loop and the dump run
+messages. The dW loop starts once the dx loop's last word is in the unpacker, its beats leaving
+beside it; the dx has left once they are out (``passed_cycles``): the dW loop and the dump run
 beside the kernels downstream, so they take the kernel's time but not the gradient's. With the
 dump engine (``DeviceOptions.dump_engine``) the kernel only copies G into the dump buffer, a word a
 cycle, and the dump streams out beside its loops (a dump due while the last still streams waits
@@ -76,8 +77,12 @@ def message_parts(node: Linear, options, port: str, rows: int, skip_dx: bool = F
                 "fixed": head + PACK + PIPE_OUT}
     if port == "out0_grad":
         parts: dict[str, float] = {**_dx_parts(node, rows, skip_dx), "dump": 0}
-        parts["mac"] += groups * words * rows  # the dW loop
+        dw = groups * words * rows  # the dW loop, started as the dx loop's last word is in the
+        # unpacker: the beats of that word still to leave go out beside it
+        parts["stream"] -= _dx_drain(node, skip_dx)
+        parts["mac"] += dw
         parts["fixed"] += PIPE
+        parts["stream"] += max(0, _dx_drain(node, skip_dx) - dw - PIPE)
         if has_dump_engine(p, options):  # the dump's beats are priced on the host link (report.link_beats)
             parts["dump"] = (groups * words + COPY) / options.muf
         else:
@@ -96,16 +101,28 @@ def message_cycles(node: Linear, in_specs, out_specs, options, port: str, rows: 
 def _dx_parts(node: Linear, rows: int, skip_dx: bool) -> dict[str, float]:
     """``message_parts`` of a backward message up to its dx's last beat out: header, state and
     look-up, the gradient rows in, then the dx loop (a word of results per output group,
-    ``_shape``, leaving as a beat per 4 of them: fewer groups than beats wait for the beats);
-    without a dx loop (``skip_dx``), up to the gradient read."""
+    ``_shape``, leaving as a beat per 4 of them: fewer groups than beats wait for the beats) and
+    the last word's beats; without a dx loop (``skip_dx``), up to the gradient read."""
     lanes, words, groups = _shape(node)
     parts = {"mac": 0, "stream": rows * beats_per_row(Kind.DATA, node.out_features), "fixed": HEADER_BEATS + LOOK}
     if not skip_dx:
-        steps = rows * words * max(groups, -(-lanes // elements_per_beat(Kind.DATA)))
+        # a word lands after its groups' steps, or once the last one's beats are out if later
+        steps = (rows * words - 1) * max(groups, -(-lanes // elements_per_beat(Kind.DATA))) + groups
         parts["mac"] = rows * words * groups
-        parts["stream"] += steps - parts["mac"]
+        parts["stream"] += steps - parts["mac"] + _dx_drain(node, skip_dx)
         parts["fixed"] += PIPE_OUT
     return parts
+
+
+def _dx_drain(node: Linear, skip_dx: bool) -> int:
+    """The beats of the dx's last word still to leave once the dx loop has ended, beyond the one
+    ``PIPE_OUT`` counts: a word lands in the unpacker whole (``parallelism`` lanes, or what the
+    row's last word holds) and leaves as a beat per 4 elements (64 lanes: 16 beats)."""
+    if skip_dx:
+        return 0
+    lanes, words, _ = _shape(node)
+    last = node.in_features - (words - 1) * lanes
+    return -(-last // elements_per_beat(Kind.DATA)) - 1
 
 
 def _dx_passed(node: Linear, rows: int, skip_dx: bool) -> int:
