@@ -78,11 +78,11 @@ def message_parts(node: Linear, options, port: str, rows: int, skip_dx: bool = F
     if port == "out0_grad":
         parts: dict[str, float] = {**_dx_parts(node, rows, skip_dx), "dump": 0}
         dw = groups * words * rows  # the dW loop, started as the dx loop's last word is in the
-        # unpacker: the beats of that word still to leave go out beside it
-        parts["stream"] -= _dx_drain(node, skip_dx)
+        # unpacker: of the beats of that word still to leave, it hides what it outlasts
+        drain = _dx_drain(node, skip_dx)
+        parts["stream"] += max(0, drain - dw - PIPE) - drain
         parts["mac"] += dw
         parts["fixed"] += PIPE
-        parts["stream"] += max(0, _dx_drain(node, skip_dx) - dw - PIPE)
         if has_dump_engine(p, options):  # the dump's beats are priced on the host link (report.link_beats)
             parts["dump"] = (groups * words + COPY) / options.muf
         else:
