@@ -185,6 +185,7 @@ class StreamLink:
     width: int
     max_rows: int
     deep: bool = False  # its FIFO holds every message that can be on it at once (deep_streams)
+    dump_beats: int = 0  # a Linear's gradient input: the GRADS beats it stalls for, dumping inline
 
     @property
     def max_message_beats(self) -> int:
@@ -323,10 +324,25 @@ def fifo_address_bits(link: StreamLink, options: DeviceOptions) -> int:
     holds ``cache_slots`` whole messages, as many as can be on it at once when ``cache_slots``
     covers mak times the messages one instance leaves at a node (the sizing rule), so its writer
     never waits for room; every other stream ``SMALL_FIFO`` beats, which only decouple writer and
-    reader (docs/architecture.md, "FIFO depths, and why loops cannot deadlock")."""
-    if not link.deep:
-        return index_bits(SMALL_FIFO)
-    return index_bits(options.cache_slots * link.max_message_beats)
+    reader (docs/architecture.md, "FIFO depths, and why loops cannot deadlock"); and a Linear's
+    gradient input at least ``dump_fifo_bits``."""
+    bits = index_bits(options.cache_slots * link.max_message_beats) if link.deep else index_bits(SMALL_FIFO)
+    if link.dump_beats and not options.dump_engine:
+        bits = max(bits, dump_fifo_bits(link.dump_beats))
+    return bits
+
+
+def dump_fifo_bits(dump_beats: int) -> int:
+    """Address bits of the FIFO into a Linear's ``out0_grad`` when the Linear dumps its GRADS
+    inline: it reads no gradient for the ``dump_beats`` cycles its dump streams out, and a FIFO
+    that fills stops its writer, then that writer's other readers, so a router feeding several
+    kernels' gradients (tree-rnn's phi ``node``: embed's and compose's) stalls them all. It holds
+    what its writer can send in that time, a beat a cycle at most: the largest power of two not
+    above ``dump_beats`` (the next one up would double the memory for the last few beats, which
+    a writer's own headers and gaps leave room for). With the dump engine the Linear only copies G
+    (a word a cycle) and keeps the small FIFO; so does a P = 1 Linear asked for it, which
+    ``has_dump_engine`` leaves dumping inline (the one case this leaves unabsorbed)."""
+    return max(index_bits(SMALL_FIFO), dump_beats.bit_length() - 1)
 
 
 def deep_streams(streams: Sequence[StreamLink], kinds: Mapping[str, str]) -> frozenset[str]:
@@ -503,10 +519,20 @@ def _wiring(graph: GraphCore, placement: Placement) -> Wiring:
     for s, (kind, width, max_rows) in shapes.items():
         if len(writers[s]) != 1 or len(readers[s]) != 1:  # a generator bug, never user input
             raise AmpHlsError(f"stream {s} has writers {writers[s]} and readers {readers[s]}")
-        links.append(StreamLink(s, writers[s][0], readers[s][0], kind, width, max_rows))
+        links.append(StreamLink(s, writers[s][0], readers[s][0], kind, width, max_rows,
+                                dump_beats=_dump_beats(readers[s][0], shapes)))
     deep = deep_streams(links, {f"k_{n}": graph.nodes[n].kind for n in placement.device_nodes})
     links = [replace(link, deep=link.name in deep) for link in links]
     return Wiring(tuple(links), tuple(demux_routes), tuple(mux_routes), kernel_streams)
+
+
+def _dump_beats(reader: StreamEnd, shapes: Mapping[str, tuple[Kind, int, int]]) -> int:
+    """The GRADS beats a stream's reader stalls for while it dumps inline: a Linear's (a kernel
+    with a ``grads`` stream) on its gradient input, else 0."""
+    grads = shapes.get(f"grads_{reader.top[2:]}") if reader.top.startswith("k_") else None
+    if grads is None or reader.port != "out0_grad":
+        return 0
+    return message_beats(*grads)
 
 
 def _edge_streams(graph: GraphCore, node: Node, edge_index: dict[int, int]) -> list[str]:

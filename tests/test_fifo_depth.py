@@ -22,6 +22,7 @@ from amp_hls.design import (
     DeviceOptions,
     build_design,
     deep_streams,
+    dump_fifo_bits,
     fifo_address_bits,
     wait_cycle,
 )
@@ -109,8 +110,31 @@ def test_the_depths_follow_the_deep_streams(zoo):
         assert design.board_fifo_depths[link.name] == max(16, beats)
         if link.deep:
             assert slots * link.max_message_beats <= beats < 2 * slots * link.max_message_beats, link.name
+        elif link.dump_beats:
+            assert beats == 2 ** dump_fifo_bits(link.dump_beats), link.name
         else:
             assert beats == SMALL_FIFO, link.name
+
+
+def test_a_linear_s_gradient_input_holds_what_arrives_while_it_dumps(zoo):
+    """A Linear dumping inline reads no gradient for as many cycles as its GRADS dump has beats;
+    the FIFO into it takes the largest power of two of beats not above that, so its writer (on
+    tree-rnn, through phi ``node``: compose's gradients and embed's) goes on serving the others.
+    With the dump engine the Linear only copies G, and keeps the small FIFO."""
+    design = zoo["tree-rnn"]
+    into = {link.dst.top: link for link in design.wiring.streams if link.dump_beats}
+    linears = {f"k_{n}" for n in design.device_nodes if design.nodes[n].node.kind == "linear"}
+    assert set(into) == linears
+    for top, link in into.items():
+        assert link.dst.port == "out0_grad" and link.kind is Kind.DATA, top
+        grads = next(s for s in design.wiring.streams if s.name == f"grads_{top[2:]}")
+        assert link.dump_beats == grads.max_message_beats, top
+        beats = 2 ** design.fifo_address_bits[link.name]
+        assert beats <= link.dump_beats < 2 * beats or beats == SMALL_FIFO > link.dump_beats, top
+    assert 2 ** design.fifo_address_bits[into["k_compose"].name] == 2048  # 2,082 beats: 64 x 32 sums, bias, header
+    engine = DeviceOptions(cache_slots=3, dump_engine=True)
+    assert all(fifo_address_bits(link, engine) == fifo_address_bits(dataclasses.replace(link, dump_beats=0), engine)
+               for link in into.values())
 
 
 def _every_data_stream_into_a_kernel_deep(design: DeviceDesign) -> DeviceDesign:
@@ -121,12 +145,21 @@ def _every_data_stream_into_a_kernel_deep(design: DeviceDesign) -> DeviceDesign:
                                fifo_address_bits={link.name: fifo_address_bits(link, design.options) for link in streams})
 
 
+def _without_dump_fifos(design: DeviceDesign) -> DeviceDesign:
+    """``design`` with its Linears' gradient inputs sized by deep_streams' rule alone (a rule of
+    their own, ``dump_fifo_bits``, not the one this file compares)."""
+    streams = tuple(dataclasses.replace(link, dump_beats=0) for link in design.wiring.streams)
+    return dataclasses.replace(design, wiring=dataclasses.replace(design.wiring, streams=streams),
+                               fifo_address_bits={link.name: fifo_address_bits(link, design.options) for link in streams})
+
+
 def test_fifo_memory_fell(zoo):
     for model, design in zoo.items():
+        design = _without_dump_fifos(design)
         before = _every_data_stream_into_a_kernel_deep(design)
         assert sum(2 ** b for b in design.fifo_address_bits.values()) < 0.75 * sum(
             2 ** b for b in before.fifo_address_bits.values()), model
-    gg = zoo["ggsnn-qm9"]  # mak 1 (3 slots): the FIFOs took 135 BRAM36 of pynq-z2's 140
+    gg = _without_dump_fifos(zoo["ggsnn-qm9"])  # mak 1 (3 slots): the FIFOs took 135 BRAM36 of pynq-z2's 140
     assert design_resources(gg).fifos.bram36 < 0.6 * design_resources(_every_data_stream_into_a_kernel_deep(gg)).fifos.bram36
 
 

@@ -28,7 +28,7 @@ import pytest
 from amp_hls.cli import main
 from amp_hls.codegen.boards import BoardError, board_from_json, known_boards, load_board
 from amp_hls.codegen.project import generate_project, open_design, open_project
-from amp_hls.design import SMALL_FIFO
+from amp_hls.design import SMALL_FIFO, dump_fifo_bits
 from amp_hls.errors import IRError
 from amp_hls.host.csim import build_csim
 from amp_hls.ir import dumps
@@ -451,11 +451,14 @@ def test_the_boards_fifos_follow_the_rtls_rule(projects, flow):
     assert {s["name"]: s["fifo_depth"] for s in manifest["streams"]} == {n: 2 ** int(a) for a, n in aw} \
         == manifest["fifo_depths"]
     slots = manifest["cache_slots"]
-    deep = {link.name for link in open_design(d).wiring.streams if link.deep}  # design.deep_streams
-    assert deep
+    links = {link.name: link for link in open_design(d).wiring.streams}
+    assert any(link.deep for link in links.values())  # design.deep_streams
     for s in manifest["streams"]:
-        if s["name"] in deep:  # every message that can be on it at once
+        link = links[s["name"]]
+        if link.deep:  # every message that can be on it at once
             assert s["kind"] == "DATA" and s["fifo_depth"] >= slots * s["max_message_beats"], s
+        elif link.dump_beats:  # a Linear's gradient input: what its writer sends during an inline dump
+            assert s["fifo_depth"] == 2 ** dump_fifo_bits(link.dump_beats) > SMALL_FIFO, s
         else:
             assert s["fifo_depth"] == SMALL_FIFO, s
     if flow == "hls":
