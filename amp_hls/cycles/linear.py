@@ -31,8 +31,7 @@ COPY = 3  # the dump engine's copy: the last word's write, the check that it is 
 
 def _shape(node: Linear) -> tuple[int, int, int]:
     """Lanes of an x word, MAC words per input row, and the output groups a loop walks."""
-    lanes = node.input_lanes
-    return lanes, -(-node.in_features // lanes), node.out_features // node.outputs_per_step
+    return node.input_lanes, node.input_words, node.out_features // node.outputs_per_step
 
 
 def _read(rows: int, beats: int, words: int, extra: int = 0) -> int:
@@ -120,9 +119,7 @@ def _dx_drain(node: Linear, skip_dx: bool) -> int:
     row's last word holds) and leaves as a beat per 4 elements (64 lanes: 16 beats)."""
     if skip_dx:
         return 0
-    lanes, words, _ = _shape(node)
-    last = node.in_features - (words - 1) * lanes
-    return -(-last // elements_per_beat(Kind.DATA)) - 1
+    return -(-node.last_word_lanes // elements_per_beat(Kind.DATA)) - 1
 
 
 def _dx_passed(node: Linear, rows: int, skip_dx: bool) -> int:

@@ -463,6 +463,17 @@ class Linear(Node):
         when the MACs take several rows of W a step."""
         return self.row_lanes if self.outputs_per_step > 1 else self.parallelism
 
+    @property
+    def input_words(self) -> int:
+        """Words of ``input_lanes`` one input row takes (the last may hold fewer lanes)."""
+        return -(-self.in_features // self.input_lanes)
+
+    @property
+    def last_word_lanes(self) -> int:
+        """Lanes of an input row's last word that hold data: what the RTL's unpacker emits of it,
+        and what the cycle model counts the dx's last beats by."""
+        return self.in_features - (self.input_words - 1) * self.input_lanes
+
     def infer(self, ins: Sequence[EdgeSpec | None]) -> list[EdgeSpec]:
         x = self._require(ins, 0)
         self._check_width(x, self.in_features, 0)
