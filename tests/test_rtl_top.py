@@ -33,7 +33,14 @@ import pytest
 from amp_hls import cli
 from amp_hls.codegen import rtl
 from amp_hls.codegen.project import generate_project
-from amp_hls.design import SMALL_FIFO, DeviceOptions, build_design, deep_streams, dump_fifo_bits, dx_skipped
+from amp_hls.design import (
+    SMALL_FIFO,
+    DeviceOptions,
+    build_design,
+    deep_streams,
+    dump_fifo_bits,
+    dx_skipped,
+)
 from amp_hls.errors import AmpHlsError
 from amp_hls.ir import Graph, GraphCore, save
 from amp_hls.models import MODELS, Inputs
