@@ -64,6 +64,7 @@ def verilator_flags(profile: bool = False) -> tuple[str, ...]:
         *DESIGN_VERILATOR_FLAGS,  # as the cocotb runner's builds
     )
 
+
 CYCLES_PER_CALL = 50_000  # tens of milliseconds of simulation between deadline checks
 
 
