@@ -16,6 +16,7 @@ import pytest
 
 from amp_hls.design import index_bits
 from amp_hls.host.runner import HostRunner
+from amp_hls.ir import Graph
 from amp_hls.kernels import LinearKernel
 from amp_hls.message import Tag
 from amp_hls.models import Inputs
@@ -115,3 +116,13 @@ def synth_amp_ram(work: Path, width: int, address_bits: int, package: str, famil
         ".rdata(rd));\nendmodule\n")
     return estimate([work / rtl.PACKAGE_FILE, work / "amp_ram.sv", work / "top.sv"], "top", family,
                     cache=work / "cache")
+
+
+def activation_chain(name: str, width: int, max_rows: int) -> Graph:
+    """source -> tanh -> sigmoid -> mse against a second source: the smallest design with two
+    kernels in a row and every stream kind between host and device (rtlsim's and the profile's tests)."""
+    g = Graph(name)
+    h = g.activation(g.source("x", width=width, max_rows=max_rows), "tanh", name="act0")
+    h = g.activation(h, "sigmoid", name="act1")
+    g.loss(h, g.source("t", width=width, max_rows=max_rows), "mse")
+    return g.validate()  # type: ignore[return-value]

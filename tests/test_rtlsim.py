@@ -42,7 +42,7 @@ from amp_hls.models import MODELS
 from amp_hls.runtime.optim import OptimizerConfig
 from amp_hls.runtime.trainer import TrainConfig
 from amp_hls.wire import Kind, WireMessage
-from tests.helpers import FIXED, run_host
+from tests.helpers import FIXED, activation_chain, run_host
 
 # every test needs Verilator and g++: a design's RTL model and its C simulation
 pytestmark = [pytest.mark.verilator, pytest.mark.gxx,
@@ -53,11 +53,7 @@ OPTIONS = DeviceOptions(cache_slots=SLOTS)
 
 
 def _graph() -> Graph:
-    g = Graph("rtlsim_chain")
-    h = g.activation(g.source("x", width=WIDTH, max_rows=MAX_ROWS), "tanh", name="act0")
-    h = g.activation(h, "sigmoid", name="act1")
-    g.loss(h, g.source("t", width=WIDTH, max_rows=MAX_ROWS), "mse")
-    return g.validate()  # type: ignore[return-value]
+    return activation_chain("rtlsim_chain", WIDTH, MAX_ROWS)
 
 
 def _instances(n: int, seed: int = 0) -> list[dict]:
