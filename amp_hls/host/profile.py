@@ -21,8 +21,10 @@ from ..design import DeviceDesign
 
 PROFILE_TOP = "amp_profile"  # the wrapper module
 PROFILE_FILE = "amp_profile.sv"
-COUNTERS = ("beats", "full", "held", "peak")  # per stream, 64 bits each, lowest first
-COUNTER_WORDS = 2  # 32-bit words a counter takes on the port
+COUNTERS = ("beats", "full", "held", "peak")  # per stream, lowest first (the template takes this order)
+COUNTER_BITS = 64  # each counter's width on the port
+WORD_BITS = 32  # what the harness copies the port in
+COUNTER_WORDS = COUNTER_BITS // WORD_BITS
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,7 @@ def render_profile_top(design: DeviceDesign, top: str) -> str:
     links = [dict(name=link.name, src=str(link.src), dst=str(link.dst), aw=design.fifo_address_bits[link.name])
              for link in design.wiring.streams]
     return environment().get_template("rtlsim/profile.sv.j2").render(
-        top=top, graph_name=design.graph.name, links=links)
+        top=top, graph_name=design.graph.name, links=links, counters=COUNTERS, cb=COUNTER_BITS)
 
 
 def write_profile_top(design: DeviceDesign, top: str, folder: Path) -> Path:
@@ -67,7 +69,8 @@ def decode_profile(design: DeviceDesign, words: Sequence[int]) -> list[StreamPro
     out = []
     for i, link in enumerate(streams):
         w = words[i * per_stream:(i + 1) * per_stream]
-        values = [w[2 * k] | (w[2 * k + 1] << 32) for k in range(len(COUNTERS))]
+        values = [sum(w[k * COUNTER_WORDS + j] << (WORD_BITS * j) for j in range(COUNTER_WORDS))
+                  for k in range(len(COUNTERS))]
         out.append(StreamProfile(link.name, str(link.src), str(link.dst), 2 ** design.fifo_address_bits[link.name] + 1,
                                  **dict(zip(COUNTERS, values, strict=True))))
     return out
