@@ -67,10 +67,16 @@ FIFO_FILE = "amp_fifo.sv"  # hand-written, in hw/rtl
 LIBRARY_FILES = (FIFO_FILE, "amp_ram.sv", "amp_tag_table.sv", "amp_rom.sv")
 BOUNDARY_FILE = "boundary.sv"
 # Verilator calls a replication wider than 8,192 bits suspect; a Linear's widest word (its G
-# accumulators, P x ACC_BITS: 12,288 bits at the largest parallelism) is zero-filled by one. Every
-# Verilator build of generated RTL passes these (sim.runner's and host.rtlsim's).
+# accumulators, P x ACC_BITS: 12,288 bits at the largest parallelism) is zero-filled by one.
 REPLICATION_LIMIT = max(8192, LIMITS.max_parallelism * ACC_BITS)
-DESIGN_VERILATOR_FLAGS = ("--replication-limit", str(REPLICATION_LIMIT))
+# Verilator unrolls a loop of up to 64 iterations by default. The tag table's per-slot column
+# write (amp_tag_table.sv: SLOTS bit writes into each of its chunks' arrays) then becomes one
+# delayed assignment per slot and chunk: at 64 slots, mlp's design verilated to 75k lines of C++
+# that took 75 s to compile; kept as loops, 13k lines and 9 s, and it simulates faster (1.2e5 ->
+# 1.9e5 cycles a CPU second). Of 1, 4, 8, 16 and 32, 8 was fastest there (within the noise).
+UNROLL_COUNT = 8
+# Every Verilator build of generated RTL passes these (sim.runner's and host.rtlsim's).
+DESIGN_VERILATOR_FLAGS = ("--replication-limit", str(REPLICATION_LIMIT), "--unroll-count", str(UNROLL_COUNT))
 
 
 def rtl_kinds() -> tuple[str, ...]:
