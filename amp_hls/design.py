@@ -127,12 +127,14 @@ def port_reads(port: str) -> bool:
 
 
 def skips_dx(graph: GraphCore, name: str) -> bool:
-    """Whether device node ``name`` leaves out its input gradient: a Linear fed straight by a host
-    source, whose backward only completes the message (nothing uses its payload), or a Loss fed
-    its prediction on the device and its target by a host source (the target's zero gradient).
-    Such a kernel runs no dx loop and sends nothing on ``in0_grad`` (a Loss: ``in1_grad``, so
-    the device sends only its LOSS reports for an instance); the host answers the source itself
-    (``host/runner.py``), so every edge still sees one backward per forward (contracts.md)."""
+    """Whether device node ``name`` leaves out its input gradient: a Linear fed by the host where
+    that gradient changes nothing (``gradient_unused``: a host source, or host nodes without
+    parameters that only sources feed, such as tree-rnn's leaf routers), whose backward only
+    completes the message, or a Loss fed its prediction on the device and its target by a host
+    source (the target's zero gradient). Such a kernel runs no dx loop and sends nothing on
+    ``in0_grad`` (a Loss: ``in1_grad``, so the device sends only its LOSS reports for an
+    instance); the host answers the edge itself with a zero gradient (``host/runner.py``), so
+    every edge still sees one backward per forward (contracts.md)."""
     node = graph.nodes[name]
     if node.kind == "loss":  # a device loss's target from a host source: its zero gradient (in1)
         pred, target = graph.edge_into(name, 0), graph.edge_into(name, 1)
@@ -141,7 +143,26 @@ def skips_dx(graph: GraphCore, name: str) -> bool:
     if node.kind != "linear":
         return False
     edge = graph.edge_into(name, 0)
-    return edge is not None and graph.nodes[edge.src.node].kind == "source"
+    return edge is not None and gradient_unused(graph, edge.src.node)
+
+
+def gradient_unused(graph: GraphCore, name: str) -> bool:
+    """Whether a gradient sent back into node ``name``'s outputs changes nothing but the message's
+    completion: ``name`` and every node upstream of it (through inputs, loops included) run on
+    the host and hold no parameters, so a gradient they pass back reaches only sources, which
+    drop it. A zero gradient then trains the model exactly as the real one would."""
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        node = graph.nodes[current]
+        if node.placement != "host" or node.param_shapes():
+            return False
+        todo += [e.src.node for i in range(node.n_inputs) if (e := graph.edge_into(current, i)) is not None]
+    return True
 
 
 def has_dump_engine(parallelism: int, options: DeviceOptions) -> bool:

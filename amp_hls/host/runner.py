@@ -35,9 +35,10 @@ from .device import Device, DeviceError, DeviceFault, DeviceTimeout
 
 class HostEngine(Engine):
     """The engine of a placed graph's host nodes. A forward leaving for a device Linear that skips
-    its dx (``design.skips_dx``: fed by a host source) gets its backward here, as it leaves: a zero
-    gradient, as a loss answers its target. The source only needs the message completed, so
-    every edge still sees one backward per forward, and the device sends no dx."""
+    its dx (``design.skips_dx``: fed by a host source, or by host nodes that only sources feed)
+    gets its backward here, as it leaves: a zero gradient, as a loss answers its target. What it
+    passes back through reaches only sources, which need the message completed, so every edge
+    still sees one backward per forward, and the device sends no dx."""
 
     def __init__(self, placement: Placement, numerics: NumericConfig, seed: int = 0):
         super().__init__(placement.graph, numerics, seed=seed, members=placement.host_nodes)

@@ -9,7 +9,9 @@ feeds the cell ``tanh(W [h_left; h_right] + b)``, whose output re-enters the Phi
 
 Sources send one message per instance, so a tree of ``n < MAX_LEAVES`` words fills the other
 leaf sources with padding, tagged ``PAD + j`` (above every real position); a Cond sends it to a
-sink before it touches a parameter. See docs/models/tree-rnn.md for the diagram.
+sink before it touches a parameter. That Phi and Cond run on the host: only real leaves cross to a
+device, and embed, fed by nodes whose gradient reaches nothing but sources, runs no dx
+(``design.skips_dx``). See docs/models/tree-rnn.md for the diagram.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ def build_tree_rnn(
     g = Graph("tree_rnn")
     words = g.phi(*(g.source(leaf_source(j), width=vocab) for j in range(max_leaves)), name="words")
     padding, real = g.cond(words, S[0] >= PAD, name="is_padding")
+    for router in ("words", "is_padding"):  # the host sorts the leaves: padding never crosses the link,
+        g.node(router).placement = "host"  # and embed's dx, which only sources would take, is left out
     g.sink(padding, name="padding")
     leaf = g.tanh(g.linear(real, hidden, name="embed"), name="embed_act")
     node = g.phi(leaf, arity=2, name="node")
