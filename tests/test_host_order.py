@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from amp_hls.cycles.report import sample_inputs
-from amp_hls.ir import Graph
 from amp_hls.host import CpuDevice
 from amp_hls.host.runner import HostRunner, device_reach
+from amp_hls.ir import Graph
 from amp_hls.message import Direction
 from amp_hls.models import MODELS
 from amp_hls.placement import Placement, place
