@@ -19,14 +19,15 @@ $(STAMP): pyproject.toml
 
 # Everything, g++/Verilator/MPI/torch/Yosys tests included (what .ci/run calls); the slowest
 # are listed. TEST_JOBS=N spreads the test files over N pytest-xdist workers (each file on one,
-# so its module fixtures, Verilator builds among them, are made once). The default is none: on
-# this project's 2-CPU machines two workers gained little (21.5 min against one process's 23.3,
-# the Verilator builds already use both CPUs) and put the timing-sensitive tests (MPI, SIGINT,
-# worker timeouts) under more contention.
-TEST_JOBS ?= 0
+# so its module fixtures, Verilator builds among them, are made once; 0: one process). Two by
+# default: on this project's 2-CPU machines the suite took 20.7 min on two against 26.5 on one
+# (December 2026, once its Verilator builds had shrunk). The tests marked `alone` (a job whose
+# workers are declared gone after 2 s of silence) run afterwards, with nothing beside them.
+TEST_JOBS ?= 2
 
 test: setup
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile --durations=25
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile --durations=25 -m "not alone"
+	$(BIN)/python -m pytest -q -m alone
 
 # The pure-Python tier: no test that needs a tool or runs long (markers in pyproject.toml).
 FAST := not gxx and not verilator and not mpi and not torch and not yosys and not slow

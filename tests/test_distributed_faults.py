@@ -24,7 +24,8 @@ import pytest
 
 pytest.importorskip("mpi4py")
 MPIEXEC = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
-pytestmark = [pytest.mark.mpi, pytest.mark.skipif(MPIEXEC is None, reason="needs mpiexec (the mpi extra)")]
+pytestmark = [pytest.mark.mpi, pytest.mark.alone,  # a 2 s worker timeout: no other test's load beside it
+              pytest.mark.skipif(MPIEXEC is None, reason="needs mpiexec (the mpi extra)")]
 
 from amp_hls.distributed.keeper import EXIT_SERVER_LOST, EXIT_WORKER_LOST  # noqa: E402
 from amp_hls.errors import EXIT_BAD_INPUT, EXIT_ERROR  # noqa: E402
