@@ -46,6 +46,17 @@ def test_only_host_nodes_without_parameters_upstream_leave_a_gradient_unused() -
     assert not gradient_unused(on_device, "up") and dx_skipped(place(on_device)) == frozenset()
 
 
+def test_a_device_loss_leaves_out_its_targets_gradient_through_host_nodes_alike() -> None:
+    g = Graph("target_through_host")
+    g.loss(g.linear(g.source("x", width=4), 2, name="fc"), g.tanh(g.source("t", width=2), name="squash"),
+           "mse", name="loss")
+    g.node("loss").placement = "device"
+    g.node("squash").placement = "host"
+    assert dx_skipped(place(g.validate())) == {"fc", "loss"}
+    g.node("squash").placement = "device"  # its backward runs on the device: the loss sends it
+    assert dx_skipped(place(g)) == {"fc"}
+
+
 def test_a_loop_of_host_routers_fed_by_sources_leaves_the_gradient_unused() -> None:
     g = Graph("loop")
     merged = g.phi(g.source("x", width=4), arity=2, name="merge")
