@@ -68,22 +68,22 @@ def test_a_loop_of_host_routers_fed_by_sources_leaves_the_gradient_unused() -> N
     assert gradient_unused(g.validate(), "again") and dx_skipped(place(g)) == {"fc"}
 
 
-def _train(graph: Graph, n: int = 24) -> tuple[Counter, list, HostRunner]:
-    """tree-rnn's instances through the numpy device model at muf 4: what each node's GRADS
-    dumps summed, the device losses' reports, and the runner."""
+def _train(graph: Graph, n: int = 24) -> tuple[dict, list, HostRunner]:
+    """tree-rnn's instances through the numpy device model at muf 4: per node, the messages its
+    GRADS dumps counted and their sums; per tree, its loss report and prediction; the runner."""
     spec = MODELS["tree-rnn"]
     placement = place(graph)
     runner = HostRunner(placement, CpuDevice(placement, FIXED, muf=4), FIXED)
     runner.run(sample_inputs(graph, n, 0, spec), mak=6)
-    sums: Counter = Counter()
+    counts: Counter = Counter()
     totals: dict[str, np.ndarray] = {}
     for m in runner.received:
         if m.kind is Kind.GRADS:
             node = placement.channel(m.channel).node
             totals[node] = totals.get(node, 0) + m.payload
-            sums[node] += int(m.tag.state[1])
-    losses = sorted((r.tag.key, tuple(np.asarray(r.report).ravel())) for r in runner.drain_losses())
-    return Counter({k: (sums[k], totals[k].tobytes()) for k in sums}), losses, runner
+            counts[node] += int(m.tag.state[1])
+    losses = sorted((r.tag.key, np.asarray(r.report).tobytes(), r.prediction.tobytes()) for r in runner.drain_losses())
+    return {k: (counts[k], totals[k].tobytes()) for k in counts}, losses, runner
 
 
 def test_tree_rnn_trains_the_same_with_its_leaf_routers_on_the_host() -> None:
@@ -97,7 +97,7 @@ def test_tree_rnn_trains_the_same_with_its_leaf_routers_on_the_host() -> None:
 
     grads_hosted, losses_hosted, runner = _train(hosted)
     grads_device, losses_device, _ = _train(on_device)
-    assert grads_hosted == grads_device and losses_hosted == losses_device
+    assert len(losses_hosted) == 24 and grads_hosted == grads_device and losses_hosted == losses_device
     assert set(grads_hosted) == {"embed", "compose", "head"}
     embed_in = placement.edge_channel(hosted.edge_into("embed", 0)).channel
     assert not [m for m in runner.received if m.channel == embed_in]  # no dx crosses back
