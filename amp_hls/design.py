@@ -131,12 +131,12 @@ def skips_dx(graph: GraphCore, name: str) -> bool:
     that gradient changes nothing (``gradient_unused``: a host source, or host nodes without
     parameters that only sources feed, such as tree-rnn's leaf routers), whose backward only
     completes the message, or a Loss fed its prediction on the device and its target from the
-    host where that holds too (the target's zero gradient). Such a kernel runs no dx loop and sends nothing on
-    ``in0_grad`` (a Loss: ``in1_grad``, so the device sends only its LOSS reports for an
-    instance); the host answers the edge itself with a zero gradient (``host/runner.py``), so
-    every edge still sees one backward per forward (contracts.md)."""
+    host where that holds too (the target's zero gradient). Such a kernel runs no dx loop and
+    sends nothing on ``in0_grad`` (a Loss: ``in1_grad``, so the device sends only its LOSS
+    reports for an instance); the host answers the edge itself with a zero gradient
+    (``host/runner.py``), so every edge still sees one backward per forward (contracts.md)."""
     node = graph.nodes[name]
-    if node.kind == "loss":  # a device loss's target from a host source: its zero gradient (in1)
+    if node.kind == "loss":  # a device loss's target from the host, unused there: its zero gradient (in1)
         pred, target = graph.edge_into(name, 0), graph.edge_into(name, 1)
         return (pred is not None and target is not None and graph.nodes[pred.src.node].placement == "device"
                 and gradient_unused(graph, target.src.node))
