@@ -38,6 +38,7 @@ from amp_hls.design import DeviceDesign, DeviceOptions, build_design
 from amp_hls.errors import AmpHlsError
 from amp_hls.ir import Graph, GraphCore, graph_from_json
 from amp_hls.models import MODELS
+from amp_hls.models.tree_rnn import build_tree_rnn
 from amp_hls.resources import hw_dir, templates_dir
 
 WORK = Path("build/calibrate_resources")
@@ -63,18 +64,11 @@ def device_loss(model: str) -> GraphCore:
     return graph_from_json(doc)
 
 
-def tree_rnn_routed() -> GraphCore:
-    """tree-rnn with its leaf routers on the device, as its samples were synthesised: a 12-input
-    phi (words), and embed with its dx (the zoo runs both routers on the host, where embed has none)."""
-    g = MODELS["tree-rnn"].build()
-    for name in ("words", "is_padding"):
-        g.node(name).placement = "device"
-    return g.validate()  # type: ignore[return-value]
-
-
 GRAPHS: dict[str, Callable[[], GraphCore]] = {
     **{name: entry.build for name, entry in MODELS.items()},
-    "tree-rnn": tree_rnn_routed,
+    # tree-rnn's samples were synthesised with its leaf routers on the device: a 12-input phi
+    # (words), and embed with its dx (the zoo runs both on the host, where embed has none)
+    "tree-rnn": lambda: build_tree_rnn(routers="device"),
     "cal-group-8": lambda: group_graph(8, 6), "cal-group-20": lambda: group_graph(20, 4),
     "mlp-loss": lambda: device_loss("mlp"), "qm9-loss": lambda: device_loss("ggsnn-qm9"),
 }

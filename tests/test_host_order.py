@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from amp_hls.cycles.report import sample_inputs
 from amp_hls.host import CpuDevice
 from amp_hls.host.runner import HostRunner, device_reach
-from amp_hls.ir import Graph
 from amp_hls.message import Direction
 from amp_hls.models import MODELS
+from amp_hls.models.tree_rnn import build_tree_rnn
 from amp_hls.placement import Placement, place
 from amp_hls.wire import WireMessage
 from tests.helpers import FIXED
@@ -39,16 +39,8 @@ def _entry(placement: Placement, m: WireMessage) -> tuple[str, Direction]:
     return (edge.dst.node if m.direction is Direction.FWD else edge.src.node), m.direction
 
 
-def _routers_on_device() -> Graph:
-    """tree-rnn with its leaf routers (words, is_padding) on the device."""
-    graph = MODELS["tree-rnn"].build()
-    for name in ("words", "is_padding"):
-        graph.node(name).placement = "device"
-    return graph
-
-
 def test_reach_counts_the_device_nodes_a_message_can_get_to() -> None:
-    placement = place(_routers_on_device())
+    placement = place(build_tree_rnn(routers="device"))
     reach = device_reach(placement)
     every = len(placement.device_nodes)
     assert reach[("head", Direction.BWD)] == every  # a loss's gradient: back through the whole tree
@@ -58,7 +50,7 @@ def test_reach_counts_the_device_nodes_a_message_can_get_to() -> None:
 
 def test_a_tree_turn_sends_the_losses_gradients_before_the_padding_leaves() -> None:
     spec = MODELS["tree-rnn"]
-    placement = place(_routers_on_device())
+    placement = place(build_tree_rnn(routers="device"))
     device = RecordingDevice(placement)
     HostRunner(placement, device, FIXED).run(sample_inputs(placement.graph, 8, 0, spec), mak=8)
     reach = device_reach(placement)

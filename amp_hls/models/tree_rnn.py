@@ -24,9 +24,11 @@ import numpy as np
 from ..datasets import Example
 from ..datasets.trees import MAX_LEAVES, VOCAB, WORD_INDEX, Tree, generate_sentiment_trees, leaves
 from ..ir import Graph, S, parent, pop
+from ..ir.nodes import Placement
 from .spec import Feed, ModelSpec, label_row
 
 PAD = 0x8000  # padding leaf j carries state (PAD + j,): above every heap position of depth <= 14
+LEAF_ROUTERS = ("words", "is_padding")  # the Phi and Cond that sort the leaves, before any parameter
 
 
 def leaf_source(j: int) -> str:
@@ -35,14 +37,17 @@ def leaf_source(j: int) -> str:
 
 
 def build_tree_rnn(
-    vocab: int = len(VOCAB), hidden: int = 32, classes: int = 2, max_leaves: int = MAX_LEAVES
+    vocab: int = len(VOCAB), hidden: int = 32, classes: int = 2, max_leaves: int = MAX_LEAVES,
+    routers: Placement = "host",
 ) -> Graph:
-    """Leaf sources -> drop padding -> embed -> [root? exit : climb, pair with sibling, compose]."""
+    """Leaf sources -> drop padding -> embed -> [root? exit : climb, pair with sibling, compose].
+    ``routers``: where ``LEAF_ROUTERS`` run; on the host (the zoo's) padding never crosses the
+    link and embed's dx, which only sources would take, is left out (``design.skips_dx``)."""
     g = Graph("tree_rnn")
     words = g.phi(*(g.source(leaf_source(j), width=vocab) for j in range(max_leaves)), name="words")
     padding, real = g.cond(words, S[0] >= PAD, name="is_padding")
-    for router in ("words", "is_padding"):  # the host sorts the leaves: padding never crosses the link,
-        g.node(router).placement = "host"  # and embed's dx, which only sources would take, is left out
+    for router in LEAF_ROUTERS:
+        g.node(router).placement = routers
     g.sink(padding, name="padding")
     leaf = g.tanh(g.linear(real, hidden, name="embed"), name="embed_act")
     node = g.phi(leaf, arity=2, name="node")
