@@ -47,15 +47,32 @@ def test_only_host_nodes_without_parameters_upstream_leave_a_gradient_unused() -
     assert not gradient_unused(on_device, "up") and dx_skipped(place(on_device)) == frozenset()
 
 
-def test_a_device_loss_leaves_out_its_targets_gradient_through_host_nodes_alike() -> None:
-    g = Graph("target_through_host")
+def _target_through(squash: str) -> Graph:
+    """x -> fc (device) -> mse loss (device) <- tanh ``squash`` (placed there) <- t."""
+    g = Graph("target_through")
     g.loss(g.linear(g.source("x", width=4), 2, name="fc"), g.tanh(g.source("t", width=2), name="squash"),
            "mse", name="loss")
     g.node("loss").placement = "device"
-    g.node("squash").placement = "host"
-    assert dx_skipped(place(g.validate())) == {"fc", "loss"}
-    g.node("squash").placement = "device"  # its backward runs on the device: the loss sends it
-    assert dx_skipped(place(g)) == {"fc"}
+    g.node("squash").placement = squash  # type: ignore[assignment]
+    return g.validate()
+
+
+def test_a_device_loss_leaves_out_its_targets_gradient_through_host_nodes_alike() -> None:
+    hosted, on_device = _target_through("host"), _target_through("device")
+    assert dx_skipped(place(hosted)) == {"fc", "loss"}
+    assert dx_skipped(place(on_device)) == {"fc"}  # squash's backward runs on the device: the loss sends it
+    rng = np.random.default_rng(0)
+    instances = [{"x": ((), rng.uniform(-2, 2, (1, 4))), "t": ((), rng.uniform(-2, 2, (1, 2)))} for _ in range(8)]
+    runs = []
+    for graph in (hosted, on_device):
+        placement = place(graph)
+        runner = HostRunner(placement, CpuDevice(placement, FIXED, muf=4), FIXED)
+        runner.run(instances, mak=3)
+        assert runner.host.conservation_report() == [] and runner.device.engine.conservation_report() == []
+        grads = [m.payload.tobytes() for m in runner.received if m.kind is Kind.GRADS]
+        losses = sorted((r.tag.key, np.asarray(r.report).tobytes()) for r in runner.drain_losses())
+        runs.append((grads, losses))
+    assert runs[0] == runs[1] and len(runs[0][1]) == 8 and len(runs[0][0]) == 2
 
 
 def test_a_loop_of_host_routers_fed_by_sources_leaves_the_gradient_unused() -> None:
