@@ -15,11 +15,12 @@ from amp_hls.design import dx_skipped, gradient_unused
 from amp_hls.host import CpuDevice
 from amp_hls.host.runner import HostRunner
 from amp_hls.ir import Graph, S, inc
+from amp_hls.ir.nodes import Placement
 from amp_hls.models import MODELS
 from amp_hls.models.tree_rnn import LEAF_ROUTERS, build_tree_rnn
 from amp_hls.placement import place
 from amp_hls.wire import Kind
-from tests.helpers import FIXED
+from tests.helpers import FIXED, run_host
 
 
 def _graph(upstream: str) -> Graph:
@@ -47,13 +48,13 @@ def test_only_host_nodes_without_parameters_upstream_leave_a_gradient_unused() -
     assert not gradient_unused(on_device, "up") and dx_skipped(place(on_device)) == frozenset()
 
 
-def _target_through(squash: str) -> Graph:
+def _target_through(squash: Placement) -> Graph:
     """x -> fc (device) -> mse loss (device) <- tanh ``squash`` (placed there) <- t."""
     g = Graph("target_through")
     g.loss(g.linear(g.source("x", width=4), 2, name="fc"), g.tanh(g.source("t", width=2), name="squash"),
            "mse", name="loss")
     g.node("loss").placement = "device"
-    g.node("squash").placement = squash  # type: ignore[assignment]
+    g.node("squash").placement = squash
     return g.validate()
 
 
@@ -65,9 +66,7 @@ def test_a_device_loss_leaves_out_its_targets_gradient_through_host_nodes_alike(
     instances = [{"x": ((), rng.uniform(-2, 2, (1, 4))), "t": ((), rng.uniform(-2, 2, (1, 2)))} for _ in range(8)]
     runs = []
     for graph in (hosted, on_device):
-        placement = place(graph)
-        runner = HostRunner(placement, CpuDevice(placement, FIXED, muf=4), FIXED)
-        runner.run(instances, mak=3)
+        runner = run_host(CpuDevice(place(graph), FIXED, muf=4), instances, 3)
         assert runner.host.conservation_report() == [] and runner.device.engine.conservation_report() == []
         grads = [m.payload.tobytes() for m in runner.received if m.kind is Kind.GRADS]
         losses = sorted((r.tag.key, np.asarray(r.report).tobytes()) for r in runner.drain_losses())
@@ -91,8 +90,7 @@ def _train(graph: Graph, n: int = 24) -> tuple[dict, list, HostRunner]:
     GRADS dumps counted and their sums; per tree, its loss report and prediction; the runner."""
     spec = MODELS["tree-rnn"]
     placement = place(graph)
-    runner = HostRunner(placement, CpuDevice(placement, FIXED, muf=4), FIXED)
-    runner.run(sample_inputs(graph, n, 0, spec), mak=6)
+    runner = run_host(CpuDevice(placement, FIXED, muf=4), sample_inputs(graph, n, 0, spec), 6)
     counts: Counter = Counter()
     totals: dict[str, np.ndarray] = {}
     for m in runner.received:
