@@ -30,6 +30,15 @@ from .errors import AmpHlsError
 # unused); a make command-line definition (in MAKEFLAGS, or verilator's -MAKEFLAGS) restores it.
 VERILATOR_PCH_FIX = "CFG_CXXFLAGS_PCH_I=-include"
 
+# How a cocotb testbench's model is compiled (make definitions, as VERILATOR_PCH_FIX): cocotb's
+# Python steps every clock edge, so the model's speed matters little and its compile a lot. The
+# "slow" code (construction, once per run) at -O0 and the "fast" code (eval) at -O1 instead of
+# Verilator's -Os both: test_rtl_linear's harness builds in 38 s instead of 57, and the whole
+# file takes 30% less CPU; eval at -O0 would build in 25 s but run the top-level benches slower
+# than they save. The rtlsim backend, whose C++ harness runs the model with no Python, keeps
+# its own optimised flags (host/rtlsim.py).
+COCOTB_MODEL_OPT = "OPT_FAST=-O1 OPT_SLOW=-O0"
+
 
 def user_cache_dir(name: str) -> Path:
     """``$XDG_CACHE_HOME/amp-hls/<name>`` (else ``~/.cache``): what amp-hls keeps between runs."""

@@ -42,7 +42,7 @@ def _verilator() -> Verilator:
     class PchFixed(Verilator):
         def _set_env_build(self) -> None:
             super()._set_env_build()
-            self.env["MAKEFLAGS"] = f"{self.env.get('MAKEFLAGS', '')} {toolchain.VERILATOR_PCH_FIX}".strip()
+            self.env["MAKEFLAGS"] = f"{self.env.get('MAKEFLAGS', '')} {toolchain.VERILATOR_PCH_FIX} {toolchain.COCOTB_MODEL_OPT}".strip()
             self.env.update(toolchain.objcache_env())  # the runtime's objects compiled once
 
     return PchFixed()
@@ -51,7 +51,7 @@ def _verilator() -> Verilator:
 def build(sources: Sequence[Path], toplevel: str, cache_dir: Path) -> Path:
     """Compile ``sources`` with ``toplevel`` as the top, once per content; the build directory."""
     toolchain.use_verilator(AmpHlsError, MISSING)
-    key = toolchain.build_key(sources, toplevel, toolchain.version("verilator") or "")
+    key = toolchain.build_key(sources, toplevel, toolchain.COCOTB_MODEL_OPT, toolchain.version("verilator") or "")
 
     def make(build_dir: Path) -> None:
         _verilator().build(sources=[str(s) for s in sources], hdl_toplevel=toplevel, build_dir=str(build_dir),
