@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 EXTRAS := dev,data,plot,mpi,qm9,yosys,hlstypes
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup test test-fast demo lint clean bench-setup bench-quick bench staleness staleness-quick \
+.PHONY: setup test test-durations test-fast demo lint clean bench-setup bench-quick bench staleness staleness-quick \
 	bench-hardware calibrate-resources
 
 setup: $(STAMP)
@@ -23,11 +23,18 @@ $(STAMP): pyproject.toml
 # default: on this project's 2-CPU machines the suite took 20.7 min on two against 26.5 on one
 # (December 2026, once its Verilator builds had shrunk). The tests marked `alone` (a job whose
 # workers are declared gone after 2 s of silence) run afterwards, with nothing beside them.
+# The files go out longest first (tests/file_seconds.json, tests/conftest.py), not xdist's
+# most-tests-first, which had left the longest single-test files to the end with one worker busy.
 TEST_JOBS ?= 2
+XDIST := -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder
 
 test: setup
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile --durations=25 -m "not alone"
+	$(BIN)/python -m pytest -q $(XDIST) --durations=25 -m "not alone"
 	$(BIN)/python -m pytest -q -m alone
+
+# Measure each test file's seconds again for that order (after adding or growing a slow test).
+test-durations: setup
+	$(BIN)/python -m pytest -q $(XDIST) -m "not alone" --record-file-seconds tests/file_seconds.json
 
 # The pure-Python tier: no test that needs a tool or runs long (markers in pyproject.toml).
 FAST := not gxx and not verilator and not mpi and not torch and not yosys and not slow
