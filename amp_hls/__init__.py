@@ -34,6 +34,15 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "runtime.trainer": ("EpochRecord", "Evaluation", "TrainConfig"),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = [
+    "MODELS", "NO_LABEL", "AmpHlsError", "DeviceOptions", "DistributedOptions", "EpochRecord", "Evaluation", "Example",
+    "Feed", "Graph", "ModelSpec", "NumericConfig", "OptimizerConfig", "Precision", "Prediction", "Predictor",
+    "RunConfig", "S", "Splits", "TrainConfig", "__version__", "config_from_dict", "dec", "device_options",
+    "estimate", "estimate_json", "evaluate", "fit", "format_report", "generate", "inc", "label_row",
+    "load_config", "load_dataset", "load_examples", "load_model", "load_predictor", "parent", "pop",
+    "predict", "predictor", "push", "report", "report_json", "resolve_graph", "rows", "split", "testbench",
+    "train", "train_distributed", "trainer_for", "training_config",
+]
 
 if TYPE_CHECKING:
     from .api import (
@@ -81,14 +90,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(__all__)
-
-
-__all__ = [
-    "MODELS", "NO_LABEL", "AmpHlsError", "DeviceOptions", "DistributedOptions", "EpochRecord", "Evaluation", "Example",
-    "Feed", "Graph", "ModelSpec", "NumericConfig", "OptimizerConfig", "Precision", "Prediction", "Predictor",
-    "RunConfig", "S", "Splits", "TrainConfig", "__version__", "config_from_dict", "dec", "device_options",
-    "estimate", "estimate_json", "evaluate", "fit", "format_report", "generate", "inc", "label_row",
-    "load_config", "load_dataset", "load_examples", "load_model", "load_predictor", "parent", "pop",
-    "predict", "predictor", "push", "report", "report_json", "resolve_graph", "rows", "split", "testbench",
-    "train", "train_distributed", "trainer_for", "training_config",
-]

@@ -9,6 +9,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -48,3 +50,25 @@ def test_wheel_ships_templates_and_hw_and_uses_them(tmp_path):
                          cwd=tmp_path, env=env)
     assert run.returncode == 0, run.stderr
     assert str(target) in run.stdout  # the wheel's own copy, not the checkout's
+
+
+def test_the_public_names_resolve_and_load_their_modules_on_first_use():
+    """``import amp_hls`` loads no part of the package (a cocotb run that needs amp_hls.wire does
+    not pay for the API), and every public name resolves to what its module defines."""
+    probe = (
+        "import sys, amp_hls as amp;"
+        "loaded = sorted(m for m in sys.modules if m.startswith('amp_hls.') and m != 'amp_hls.version');"
+        "assert not loaded, loaded;"
+        "from amp_hls.ir import Graph;"
+        "assert amp.Graph is Graph and 'amp_hls.api' not in sys.modules;"
+        "assert all(getattr(amp, n) is not None for n in amp.__all__);"
+        "assert sorted(amp.__all__) == sorted(['__version__', *amp._WHERE]) == sorted(dir(amp));"
+        "from amp_hls import *;"
+        "assert TrainConfig is amp.TrainConfig"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    import amp_hls
+
+    with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
+        amp_hls.not_a_name  # noqa: B018
