@@ -32,8 +32,8 @@ VERILATOR_PCH_FIX = "CFG_CXXFLAGS_PCH_I=-include"
 
 # How a cocotb testbench's model is compiled (make definitions, as VERILATOR_PCH_FIX): cocotb's
 # Python steps every clock edge, so the model's speed matters little and its compile a lot. The
-# "slow" code (construction, once per run) at -O0 and the "fast" code (eval) at -O1 instead of
-# Verilator's -Os both: test_rtl_linear's harness builds in 38 s instead of 57, and the whole
+# "slow" code (construction, once per run) at -O0 and the "fast" code (eval) at -O1, where
+# Verilator compiles both at -Os: test_rtl_linear's harness builds in 38 s instead of 57, and the whole
 # file takes 30% less CPU; eval at -O0 would build in 25 s but run the top-level benches slower
 # than they save. The rtlsim backend, whose C++ harness runs the model with no Python, keeps
 # its own optimised flags (host/rtlsim.py).
