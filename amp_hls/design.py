@@ -207,10 +207,18 @@ class StreamLink:
     max_rows: int
     deep: bool = False  # its FIFO holds every message that can be on it at once (deep_streams)
     dump_beats: int = 0  # a Linear's gradient input: the GRADS beats it stalls for, dumping inline
+    src_lanes: int = 1  # 64-bit beats a cycle at the writer (its node's ``lanes``; wire.py, Lanes)
+    dst_lanes: int = 1  # and at the reader: where they differ the RTL converts between them
 
     @property
     def max_message_beats(self) -> int:
+        """The longest message, in 64-bit beats."""
         return message_beats(self.kind, self.max_rows, self.width)
+
+    @property
+    def max_written_beats(self) -> int:
+        """The longest message in the writer's beats (``src_lanes`` wide): what the RTL FIFO holds."""
+        return message_beats(self.kind, self.max_rows, self.width, self.src_lanes)
 
 
 @dataclass(frozen=True)
@@ -347,7 +355,7 @@ def fifo_address_bits(link: StreamLink, options: DeviceOptions) -> int:
     never waits for room; every other stream ``SMALL_FIFO`` beats, which only decouple writer and
     reader (docs/architecture.md, "FIFO depths, and why loops cannot deadlock"); and a Linear's
     gradient input at least ``dump_fifo_bits``."""
-    bits = index_bits(options.cache_slots * link.max_message_beats) if link.deep else index_bits(SMALL_FIFO)
+    bits = index_bits(options.cache_slots * link.max_written_beats) if link.deep else index_bits(SMALL_FIFO)
     if link.dump_beats and not options.dump_engine:
         bits = max(bits, dump_fifo_bits(link.dump_beats))
     return bits
@@ -490,6 +498,17 @@ def board_fifo_problems(design: DeviceDesign) -> list[str]:
             if depth > BOARD_FIFO_MAX]
 
 
+def node_lanes(node: Node) -> int:
+    """A node's ``lanes`` (1 for the kinds that have none: wire.py, Lanes)."""
+    return getattr(node, "lanes", 1)
+
+
+def _end_lanes(graph: GraphCore, end: StreamEnd) -> int:
+    """The lanes of a stream's end: its kernel's node's, 1 at the boundary (``k_demux``, ``k_mux``)."""
+    name = end.top.removeprefix("k_")
+    return node_lanes(graph.nodes[name]) if name in graph.nodes and end.top not in ("k_demux", "k_mux") else 1
+
+
 def _wiring(graph: GraphCore, placement: Placement) -> Wiring:
     """The streams joining the kernels of ``placement`` (the boundary's demux/mux included)."""
     edge_index = {id(e): i for i, e in enumerate(graph.edges)}
@@ -541,7 +560,8 @@ def _wiring(graph: GraphCore, placement: Placement) -> Wiring:
         if len(writers[s]) != 1 or len(readers[s]) != 1:  # a generator bug, never user input
             raise AmpHlsError(f"stream {s} has writers {writers[s]} and readers {readers[s]}")
         links.append(StreamLink(s, writers[s][0], readers[s][0], kind, width, max_rows,
-                                dump_beats=_dump_beats(readers[s][0], shapes)))
+                                dump_beats=_dump_beats(readers[s][0], shapes),
+                                src_lanes=_end_lanes(graph, writers[s][0]), dst_lanes=_end_lanes(graph, readers[s][0])))
     deep = deep_streams(links, {f"k_{n}": graph.nodes[n].kind for n in placement.device_nodes})
     links = [replace(link, deep=link.name in deep) for link in links]
     return Wiring(tuple(links), tuple(demux_routes), tuple(mux_routes), kernel_streams)

@@ -57,6 +57,7 @@ class KindRow:
     ir: type[Node]
     kernel: type[Kernel]
     device: bool = True
+    rtl_lanes: bool = False  # the RTL kernel takes the node's ``lanes`` (amp_hls.wire, Lanes)
 
     @property
     def kind(self) -> str:
@@ -85,7 +86,7 @@ KINDS: dict[str, KindRow] = {
         KindRow(ir.Sink, SinkKernel, device=False),
         KindRow(ir.Loss, LossKernel),
         KindRow(ir.Linear, LinearKernel),
-        KindRow(ir.Activation, ActivationKernel),
+        KindRow(ir.Activation, ActivationKernel, rtl_lanes=True),
         KindRow(ir.Add, AddKernel),
         KindRow(ir.Mul, MulKernel),
         KindRow(ir.Concat, ConcatKernel),

@@ -32,6 +32,17 @@ share one :class:`ChannelMap`.
 
 A byte stream (DMA buffer) is the beats as little-endian uint64, concatenated; it has no TLAST,
 message boundaries follow from the headers.
+
+Lanes (inside the device only)
+------------------------------
+A row-wise kernel with ``lanes`` L > 1 reads and writes streams of ``64 L``-bit beats: the same
+message, each beat ``L`` of the 64-bit ones side by side (beat ``i`` of the group at bits
+``[64 i, 64 i + 64)``). The header and the state beat each take a whole wide beat (in its low 64
+bits, the rest zero); each row is padded to whole wide beats, so it takes
+``ceil(width / (epb L))`` of them. Element ``j`` of a row then sits at bits ``[bits j', ...)``
+with ``j' = j % (epb L)``, as on the narrow stream. ``to_lanes`` and ``from_lanes`` are the
+reference of the converters (hw/rtl/amp_lanes.sv) between a narrow and a wide stream; the host
+link is always 64 bits.
 """
 
 from __future__ import annotations
@@ -159,20 +170,50 @@ def elements_per_beat(kind: Kind) -> int:
     return BEAT_BITS // ELEMENT_BITS[kind]
 
 
-def beats_per_row(kind: Kind, width: int) -> int:
-    return -(-width // elements_per_beat(kind))
+def beats_per_row(kind: Kind, width: int, lanes: int = 1) -> int:
+    """Beats of one row, on a stream of ``lanes`` 64-bit beats side by side."""
+    return -(-width // (elements_per_beat(kind) * lanes))
 
 
-def parts_on_beats(widths: Sequence[int]) -> bool:
-    """Whether DATA parts of these widths, side by side in a row (a concat), each start on a beat:
-    the joined row's beats are then the parts' own beats."""
-    epb = elements_per_beat(Kind.DATA)
+def parts_on_beats(widths: Sequence[int], lanes: int = 1) -> bool:
+    """Whether DATA parts of these widths, side by side in a row (a concat), each start on a beat
+    (of ``lanes``): the joined row's beats are then the parts' own beats."""
+    epb = elements_per_beat(Kind.DATA) * lanes
     return all(sum(widths[:p]) % epb == 0 for p in range(len(widths)))
 
 
-def message_beats(kind: Kind, rows: int, width: int) -> int:
-    """Total beats of one message, header and state beats included."""
-    return HEADER_BEATS + rows * beats_per_row(Kind(kind), width)
+def message_beats(kind: Kind, rows: int, width: int, lanes: int = 1) -> int:
+    """Total beats of one message, header and state beats included (on a stream of ``lanes``)."""
+    return HEADER_BEATS + rows * beats_per_row(Kind(kind), width, lanes)
+
+
+def to_lanes(beats: Sequence[int], width: int, lanes: int, kind: Kind = Kind.DATA) -> list[int]:
+    """One message's 64-bit beats as the beats of a stream of ``lanes`` (module docstring,
+    Lanes): header and state alone, each row's beats ``lanes`` at a time, zero-padded."""
+    bpr = beats_per_row(kind, width)
+    rows, rest = divmod(len(beats) - HEADER_BEATS, bpr)
+    if rest or rows < 0:
+        raise WireError(f"{len(beats)} beats are not a message of rows of {bpr} beats")
+    out = list(beats[:HEADER_BEATS])
+    for r in range(rows):
+        row = beats[HEADER_BEATS + r * bpr:HEADER_BEATS + (r + 1) * bpr]
+        for g in range(0, bpr, lanes):
+            out.append(sum(int(b) << (BEAT_BITS * i) for i, b in enumerate(row[g:g + lanes])))
+    return out
+
+
+def from_lanes(wide: Sequence[int], width: int, lanes: int, kind: Kind = Kind.DATA) -> list[int]:
+    """``to_lanes`` undone: the 64-bit beats of one message given as its wide beats."""
+    bpr, wpr = beats_per_row(kind, width), beats_per_row(kind, width, lanes)
+    rows, rest = divmod(len(wide) - HEADER_BEATS, wpr)
+    if rest or rows < 0:
+        raise WireError(f"{len(wide)} beats are not a message of rows of {wpr} beats of {lanes} lanes")
+    mask = (1 << BEAT_BITS) - 1
+    out = [int(b) & mask for b in wide[:HEADER_BEATS]]
+    for r in range(rows):
+        row = wide[HEADER_BEATS + r * wpr:HEADER_BEATS + (r + 1) * wpr]
+        out.extend((int(row[i // lanes]) >> (BEAT_BITS * (i % lanes))) & mask for i in range(bpr))
+    return out
 
 
 # --------------------------------------------------------------------------- header helpers

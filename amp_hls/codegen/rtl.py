@@ -28,6 +28,7 @@ from ..design import (
     has_dump_engine,
     index_bits,
     linear_aligned,
+    node_lanes,
     port_reads,
 )
 from ..errors import AmpHlsError
@@ -62,9 +63,9 @@ HARNESS = "amp_harness"
 TOP = "amp_top"  # the connected design: boundary, kernels and one FIFO per stream
 FIFO_FILE = "amp_fifo.sv"  # hand-written, in hw/rtl
 # The hand-written parametric library (hw/rtl) every design is compiled with, in compile order:
-# the stream FIFO, the one memory and the one tag table every kernel keeps its state in, and the
-# ROM the activation tables are read from.
-LIBRARY_FILES = (FIFO_FILE, "amp_ram.sv", "amp_tag_table.sv", "amp_rom.sv")
+# the stream FIFO, the one memory and the one tag table every kernel keeps its state in, the
+# ROM the activation tables are read from, and the converters between streams of different lanes.
+LIBRARY_FILES = (FIFO_FILE, "amp_ram.sv", "amp_tag_table.sv", "amp_rom.sv", "amp_lanes.sv")
 BOUNDARY_FILE = "boundary.sv"
 # Verilator calls a replication wider than 8,192 bits suspect; a Linear's widest word (its G
 # accumulators, P x ACC_BITS: 12,288 bits at the largest parallelism) is zero-filled by one.
@@ -120,10 +121,14 @@ def render_kernel(design: DeviceDesign, name: str) -> str:
     if kernel is None or kernel.node.kind not in rtl_kinds():
         raise AmpHlsError(f"no RTL kernel for node kind {design.graph.nodes[name].kind!r} (node '{name}')")
     node = kernel.node
+    lanes = node_lanes(node)
+    if lanes > 1 and not kernel.row.rtl_lanes:
+        raise AmpHlsError(f"node '{name}': the RTL kernel of kind {node.kind!r} takes 1 lane so far, not {lanes}; "
+                          f"lanes are built for {', '.join(k for k, r in KINDS.items() if r.rtl_lanes)}")
     in_specs, out_specs = list(kernel.in_specs), list(kernel.out_specs)
     spec = in_specs[0]
-    epb = elements_per_beat(Kind.DATA)
-    bpr = beats_per_row(Kind.DATA, spec.width)
+    epb = elements_per_beat(Kind.DATA) * lanes  # a beat of the kernel's streams: ``lanes`` 64-bit ones side by side
+    bpr = beats_per_row(Kind.DATA, spec.width, lanes)
     rows_bits = next(f.bits for f in HEADER_FIELDS if f.name == "rows")
     return environment().get_template(kernel.row.rtl_template).render(
         graph_name=design.graph.name,
@@ -134,12 +139,15 @@ def render_kernel(design: DeviceDesign, name: str) -> str:
         out_specs=out_specs,
         ports=list(kernel.ports),
         bits=index_bits,
-        beats_per_row=beats_per_row,
-        parts_on_beats=parts_on_beats([s.width for s in in_specs]),  # concat: output beats are part beats
+        beats_per_row=lambda kind, width: beats_per_row(kind, width, lanes),  # on the kernel's streams
+        parts_on_beats=parts_on_beats([s.width for s in in_specs], lanes),  # concat: output beats are part beats
         Kind=Kind,
         slots=options.cache_slots,
         slot_bits=index_bits(options.cache_slots),
         epb=epb,
+        lanes=lanes,
+        bw=64 * lanes,  # TDATA bits of every port (the header and state beats in the low 64)
+        wide=lambda expr: expr if lanes == 1 else f"{{{64 * lanes - 64}'d0, {expr}}}",  # a 64-bit value as a beat
         element_bits=ELEMENT_BITS[Kind.DATA],  # a DATA lane's width, for templates that place lanes by bit
         bpr=bpr,
         col_bits=index_bits(bpr),
@@ -270,7 +278,8 @@ def render_top(design: DeviceDesign, kernel_texts: dict[str, str] | None = None)
         kernel_texts = {name: render_kernel(design, name) for name in design.device_nodes}
     links = [
         dict(name=link.name, src=str(link.src), dst=str(link.dst), kind=link.kind.name,
-             beats=link.max_message_beats, aw=design.fifo_address_bits[link.name])
+             beats=link.max_written_beats, aw=design.fifo_address_bits[link.name],
+             src_lanes=link.src_lanes, dst_lanes=link.dst_lanes, bpr=beats_per_row(link.kind, link.width))
         for link in wires.streams
     ]
     kernels = []

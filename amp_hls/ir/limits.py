@@ -16,6 +16,7 @@ class Limits:
     max_nodes: int = 250  # channel ids are 8 bits; leave room for the boundary's own
     max_state_words: int = MAX_STATE_WORDS
     max_parallelism: int = 256  # MACs of one Linear kernel: 4 rows of 64 lanes (Linear.outputs_per_step)
+    max_lanes: int = 8  # 64-bit beats side by side on a row-wise kernel's streams (wire.py, Lanes)
     max_muf: int = (1 << 16) - 1  # backward messages between GRADS dumps of a device kernel
     max_cache_slots: int = 4096  # tag-table entries of a caching device kernel (its RAMs scale with it)
 

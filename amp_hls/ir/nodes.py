@@ -319,8 +319,8 @@ class Node:
         """The kind's attributes (everything but name and placement), JSON-ready."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
-            if f.name in ("name", "placement"):
-                continue
+            if f.name in ("name", "placement") or (f.name == "lanes" and self.lanes == 1):  # type: ignore[attr-defined]
+                continue  # lanes at 1 left out: a graph's JSON reads the same as before lanes were
             value = getattr(self, f.name)
             if isinstance(value, Predicate):
                 value = value.to_json()
@@ -350,6 +350,24 @@ class _Arity(Node):
         self._check_positive(arity=self.arity)
         if not 2 <= self.arity <= LIMITS.max_arity:
             raise self.error(f"arity must be in [2, {LIMITS.max_arity}], got {self.arity}")
+        super().check_attrs()
+
+
+LANES = tuple(1 << i for i in range(LIMITS.max_lanes.bit_length()))  # the lanes a row-wise kernel takes
+
+
+@dataclass(kw_only=True, eq=False)
+class _Laned(Node):
+    """A row-wise kind whose hardware kernel may read and write ``lanes`` 64-bit beats a cycle
+    (amp_hls.wire, Lanes): ``lanes`` times the elements per cycle, on wider streams inside the
+    device. Like a Linear's ``parallelism`` it changes no result, only the hardware."""
+
+    lanes: int = 1
+
+    def check_attrs(self) -> None:
+        if self.lanes not in LANES:
+            raise self.error(f"lanes must be one of {', '.join(map(str, LANES))} (64-bit beats a cycle), got {self.lanes!r}")
+        super().check_attrs()
 
 
 @dataclass(kw_only=True, eq=False)
@@ -490,7 +508,7 @@ ACTIVATIONS = ("relu", "tanh", "sigmoid")
 
 
 @dataclass(kw_only=True, eq=False)
-class Activation(Node):
+class Activation(_Laned):
     """Elementwise nonlinearity; fixed point uses the lookup tables of ``amp_hls.numerics``."""
 
     kind: ClassVar[str] = "activation"
@@ -499,10 +517,11 @@ class Activation(Node):
     def check_attrs(self) -> None:
         if self.fn not in ACTIVATIONS:
             raise self.error(f"unknown activation {self.fn!r}; use one of {list(ACTIVATIONS)}")
+        super().check_attrs()
 
 
 @dataclass(kw_only=True, eq=False)
-class _Join(_Arity):
+class _Join(_Arity, _Laned):
     """Waits for ``arity`` messages with equal tags, one per input, then combines them."""
 
     arity: int = 2
@@ -558,7 +577,7 @@ class Concat(_Join):
 
 
 @dataclass(kw_only=True, eq=False)
-class Split(Node):
+class Split(_Laned):
     """Slices the width into ``sizes``; backward waits for every slice's gradient and joins them."""
 
     kind: ClassVar[str] = "split"
@@ -578,6 +597,7 @@ class Split(Node):
             raise self.error(f"sizes must list 2 to {LIMITS.max_arity} widths, got {self.sizes!r}")
         for size in self.sizes:
             self._check_positive(size=size)
+        super().check_attrs()
 
     def infer(self, ins: Sequence[EdgeSpec | None]) -> list[EdgeSpec]:
         x = self._require(ins, 0)
@@ -586,7 +606,7 @@ class Split(Node):
 
 
 @dataclass(kw_only=True, eq=False)
-class Broadcast(_Arity):
+class Broadcast(_Arity, _Laned):
     """Copies its input to ``arity`` outputs; backward waits for every gradient and sums them."""
 
     kind: ClassVar[str] = "broadcast"
@@ -681,7 +701,7 @@ class Isu(Node):
 
 
 @dataclass(kw_only=True, eq=False)
-class Ungroup(Node):
+class Ungroup(_Laned):
     """One message per row; row ``i`` of ``n`` gets ``(i, n)`` pushed onto its state."""
 
     kind: ClassVar[str] = "ungroup"
@@ -692,7 +712,7 @@ class Ungroup(Node):
 
 
 @dataclass(kw_only=True, eq=False)
-class Group(Node):
+class Group(_Laned):
     """Gathers single-row messages whose state ends in ``(i, n)`` into one ``n``-row message."""
 
     kind: ClassVar[str] = "group"
@@ -702,6 +722,7 @@ class Group(Node):
         self._check_positive(max_rows=self.max_rows)
         if self.max_rows > LIMITS.max_rows:
             raise self.error(f"max_rows {self.max_rows} beyond the maximum {LIMITS.max_rows}")
+        super().check_attrs()
 
     def infer(self, ins: Sequence[EdgeSpec | None]) -> list[EdgeSpec]:
         x = self._require(ins, 0, any_dtype=True)
@@ -711,7 +732,7 @@ class Group(Node):
 
 
 @dataclass(kw_only=True, eq=False)
-class Aggregate(Node):
+class Aggregate(_Laned):
     """Graph message passing: ``out_i = sum over edges (j -> i) of x_j``.
 
     ``in0`` carries node states (rows = nodes); ``in1`` the instance's edges as index rows
@@ -733,7 +754,7 @@ class Aggregate(Node):
 
 
 @dataclass(kw_only=True, eq=False)
-class RowSum(Node):
+class RowSum(_Laned):
     """Readout: sums the rows into one; backward copies the gradient to every row."""
 
     kind: ClassVar[str] = "rowsum"

@@ -7,21 +7,22 @@
 // depends on registers only, so no combinational path runs from the reader's TREADY back to the
 // writer.
 module amp_fifo #(
-    parameter integer AW = 4  // address bits: 2**AW memory entries; at least 1
+    parameter integer AW = 4,  // address bits: 2**AW memory entries; at least 1
+    parameter integer W = 64  // TDATA bits: 64, or 64 times a row-wise kernel's lanes (amp_hls/wire.py, Lanes)
 ) (
     input  wire        ap_clk,
     input  wire        ap_rst_n,
-    input  wire [63:0] s_TDATA,
+    input  wire [W-1:0] s_TDATA,
     input  wire        s_TVALID,
     output wire        s_TREADY,
     input  wire        s_TLAST,
-    output wire [63:0] m_TDATA,
+    output wire [W-1:0] m_TDATA,
     output wire        m_TVALID,
     input  wire        m_TREADY,
     output wire        m_TLAST
 );
   reg [AW:0] wp, rp;  // one bit more than the address tells full from empty
-  wire [64:0] head;  // the output register (amp_ram's read register)
+  wire [W:0] head;  // the output register (amp_ram's read register)
   reg head_valid;
 
   wire empty = wp == rp;
@@ -30,13 +31,13 @@ module amp_fifo #(
   wire pop = !empty && (!head_valid || m_TREADY);  // refill the output register
 
   assign s_TREADY = !full;
-  assign m_TDATA = head[63:0];
-  assign m_TLAST = head[64];
+  assign m_TDATA = head[W-1:0];
+  assign m_TLAST = head[W];
   assign m_TVALID = head_valid;
 
   // the entries: an amp_ram (block RAM, LUT-RAM, or URAM on a board with it, by amp_ram's rule),
   // read into the output register as it is refilled
-  amp_ram #(.W(65), .AW(AW)) entries (
+  amp_ram #(.W(W + 1), .AW(AW)) entries (
       .ap_clk(ap_clk), .we(push), .waddr(wp[AW-1:0]), .wdata({s_TLAST, s_TDATA}),
       .re(pop), .raddr(rp[AW-1:0]), .rdata(head));
 
