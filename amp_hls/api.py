@@ -30,7 +30,7 @@ from .design import DeviceOptions
 from .distributed import DistributedOptions
 from .errors import AmpHlsError
 from .extras import require
-from .ir import GraphCore, load
+from .ir import GraphCore, load, node_lanes
 from .memories import LUTRAM_DEPTHS
 from .models import MODELS, ModelSpec
 from .models.loader import load_model_file
@@ -324,6 +324,7 @@ def generate(model: str | Path | ModelSpec | GraphCore, output: str | Path, *, b
     graph = resolve_graph(model)  # a graph that breaks the IR fails before anything is written
     if config is not None:
         graph = config.apply(graph)
+    check_lanes(flow, graph)
     options = options if options is not None else device_options(config)
     board_given = board is not None or (config is not None and "board" in config.device)
     if folding is None and folds(config, fold, target_rate, board_given):
@@ -349,6 +350,14 @@ def check_flow(flow: str, options: DeviceOptions | None, folding: Folding | None
     if (options is not None and options.lutram_depth) or (folding is not None and folding.lutram_depth):
         raise AmpHlsError("--lutram-depth places the RTL's memories only: generate it with --flow rtl (the hls "
                           "flow leaves its arrays to Vitis HLS)")
+
+
+def check_lanes(flow: str, graph: GraphCore) -> None:
+    """Refuse lanes (wire.py, Lanes) in the hls flow: its kernels read and write 64-bit beats."""
+    laned = sorted(name for name, node in graph.nodes.items() if node_lanes(node) > 1)
+    if flow == "hls" and laned:
+        raise AmpHlsError(f"lanes are built into the RTL kernels only ({', '.join(laned)} have more than one): "
+                          "generate with --flow rtl, or set their lanes to 1")
 
 
 def _lutram_pin(lutram_depth: int | None, options: DeviceOptions) -> int | None:

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from .control import CONTROL_CHANNEL, CONTROL_NAME, MAX_KERNELS, STATS_FIELDS
 from .errors import AmpHlsError
-from .ir import LIMITS, EdgeSpec, GraphCore, Loss, Node
+from .ir import LIMITS, EdgeSpec, GraphCore, Loss, Node, node_lanes
 from .kinds import KindRow, kind_row
 from .memories import check_lutram_depth
 from .numerics import NumericConfig
@@ -496,11 +496,6 @@ def board_fifo_problems(design: DeviceDesign) -> list[str]:
     largest depth); the rtl flow keeps every FIFO inside ``amp_top`` and has no such limit."""
     return [f"{name} needs {depth} beats" for name, depth in design.board_fifo_depths.items()
             if depth > BOARD_FIFO_MAX]
-
-
-def node_lanes(node: Node) -> int:
-    """A node's ``lanes`` (1 for the kinds that have none: wire.py, Lanes)."""
-    return getattr(node, "lanes", 1)
 
 
 def _end_lanes(graph: GraphCore, end: StreamEnd) -> int:

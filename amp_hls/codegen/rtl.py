@@ -28,11 +28,10 @@ from ..design import (
     has_dump_engine,
     index_bits,
     linear_aligned,
-    node_lanes,
     port_reads,
 )
 from ..errors import AmpHlsError
-from ..ir import LIMITS
+from ..ir import LIMITS, node_lanes
 from ..kinds import KINDS
 from ..memories import package_constants
 from ..numerics import (

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..ir import EdgeSpec, Node
+from ..ir import EdgeSpec, Node, node_lanes
 from ..wire import Kind, beats_per_row
 from . import check_port
 
@@ -23,4 +23,4 @@ def message_cycles(
 ) -> int:
     """Cycles from accepting one ``rows``-row message on ``port`` to accepting the next."""
     check_port(node, port, rows)
-    return CONTROL_CYCLES + rows * beats_per_row(Kind.DATA, in_specs[0].width)
+    return CONTROL_CYCLES + rows * beats_per_row(Kind.DATA, in_specs[0].width, node_lanes(node))

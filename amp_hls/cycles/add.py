@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..ir import EdgeSpec, Node
+from ..ir import EdgeSpec, Node, node_lanes
 from ..wire import Kind, beats_per_row
 from . import check_port
 
@@ -36,7 +36,7 @@ def message_cycles(
     node: Node, in_specs: Sequence[EdgeSpec], out_specs: Sequence[EdgeSpec], options: object, port: str, rows: int
 ) -> int:
     """Cycles from accepting one ``rows``-row message on ``port`` to accepting the next."""
-    beats = rows * beats_per_row(Kind.DATA, out_specs[0].width)
+    beats = rows * beats_per_row(Kind.DATA, out_specs[0].width, node_lanes(node))
     if join_ports(node, port, rows):
         return len(in_specs) * (PART_CYCLES + beats) + EMIT_CYCLES + beats
     return PART_CYCLES + EMIT_CYCLES + beats

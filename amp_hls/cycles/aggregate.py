@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from ..design import DeviceOptions
 from ..errors import AmpHlsError
-from ..ir import EdgeSpec, Node
+from ..ir import EdgeSpec, Node, node_lanes
 from ..wire import Kind, beats_per_row
 
 LOOKUP = 4  # select input, header beat, state beat, tag look-up
@@ -28,7 +28,7 @@ SCATTER_DRAIN = 2  # S_SWAIT: the last edge beat's term read, then its sum writt
 
 def message_cycles(node: Node, in_specs: Sequence[EdgeSpec], out_specs: Sequence[EdgeSpec],
                    options: DeviceOptions, port: str, rows: int) -> int:
-    bpr = beats_per_row(Kind.DATA, in_specs[0].width)
+    bpr = beats_per_row(Kind.DATA, in_specs[0].width, node_lanes(node))
     if port == "in0":  # x stored, y sent
         return LOOKUP + 2 * rows * bpr + HEADER
     if port == "in1":  # edges stored and scattered; backward: scattered again, zero rows sent

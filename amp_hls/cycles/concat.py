@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..ir import EdgeSpec, Node
+from ..ir import EdgeSpec, Node, node_lanes
 from ..wire import Kind, beats_per_row, parts_on_beats
 from .add import EMIT_CYCLES, PART_CYCLES, WHOLE_JOIN_PER_PORT, join_ports
 
@@ -23,10 +23,10 @@ def message_cycles(
     node: Node, in_specs: Sequence[EdgeSpec], out_specs: Sequence[EdgeSpec], options: object, port: str, rows: int
 ) -> int:
     """Cycles from accepting one ``rows``-row message on ``port`` to accepting the next."""
-    part_beats = [beats_per_row(Kind.DATA, s.width) for s in in_specs]
-    out_beats = beats_per_row(Kind.DATA, out_specs[0].width)
+    part_beats = [beats_per_row(Kind.DATA, s.width, node_lanes(node)) for s in in_specs]
+    out_beats = beats_per_row(Kind.DATA, out_specs[0].width, node_lanes(node))
     if join_ports(node, port, rows):
         stored = len(in_specs) * PART_CYCLES + rows * sum(part_beats)
-        loaded = 0 if parts_on_beats([s.width for s in in_specs]) else sum(part_beats)
+        loaded = 0 if parts_on_beats([s.width for s in in_specs], node_lanes(node)) else sum(part_beats)
         return stored + EMIT_CYCLES + rows * (loaded + out_beats)
     return PART_CYCLES + EMIT_CYCLES + rows * (out_beats + max(part_beats))

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from ..design import DeviceOptions
 from ..errors import AmpHlsError
-from ..ir import EdgeSpec, Node
+from ..ir import EdgeSpec, Node, node_lanes
 from ..wire import Kind, beats_per_row
 
 LOOKUP = 4  # select input, header beat, state beat, tag look-up
@@ -24,7 +24,7 @@ HEADER = 2  # header and state beats of a message sent
 
 def message_cycles(node: Node, in_specs: Sequence[EdgeSpec], out_specs: Sequence[EdgeSpec],
                    options: DeviceOptions, port: str, rows: int) -> int:
-    bpr = beats_per_row(Kind.DATA, in_specs[0].width)
+    bpr = beats_per_row(Kind.DATA, in_specs[0].width, node_lanes(node))
     if port == "in0":
         if rows != 1:
             raise AmpHlsError(f"group '{node.name}' takes single-row messages, not {rows} rows")

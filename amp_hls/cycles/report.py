@@ -45,7 +45,7 @@ from ..codegen.boards import Board
 from ..design import DeviceDesign, DeviceOptions, dx_skipped
 from ..errors import AmpHlsError
 from ..host.profile import StreamProfile, since
-from ..ir import LIMITS, GraphCore, Linear, Node
+from ..ir import LIMITS, GraphCore, Linear, Node, node_lanes
 from ..ir.validate import strongly_connected
 from ..kernels import Kernel
 from ..kinds import cycle_model
@@ -466,7 +466,7 @@ def pace(design: DeviceDesign, loads: dict[str, Load], n: int, mak: int, options
             passed = getattr(model, "passed_cycles", None)  # only a Linear's differs from its cycles
             out = passed(*specs, options, port, rows, **flag) if passed else c
             spec = graph.input_spec(name, int(port[2:])) if ph == "forward" else graph.spec(name, int(port[3:-5]))
-            beats = message_beats(Kind.DATA, rows, spec.width)
+            beats = message_beats(Kind.DATA, rows, spec.width, node_lanes(node))  # as the kernel reads them
             acc = per_port.setdefault(port, [0.0] * 7)
             for k, x in enumerate((_on_path(min(out, c), beats), _on_path(c, beats), c,
                                    _on_path(min(out, c0), beats), _on_path(c0, beats), c0, 1)):

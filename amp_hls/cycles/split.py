@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..ir import EdgeSpec, Node
+from ..ir import EdgeSpec, Node, node_lanes
 from ..wire import Kind, beats_per_row
 from . import check_port
 
@@ -26,8 +26,8 @@ WRITE_CYCLES = 2  # S_OHDR, S_OSTATE of each message written
 def join_cycles(node: Node, in_specs: Sequence[EdgeSpec], out_specs: Sequence[EdgeSpec], port: str, rows: int) -> int:
     """Cycles per message of a kernel that buffers its input and writes it to each output."""
     check_port(node, port, rows)
-    beats_in = rows * beats_per_row(Kind.DATA, in_specs[0].width)
-    beats_out = [rows * beats_per_row(Kind.DATA, s.width) for s in out_specs]
+    beats_in = rows * beats_per_row(Kind.DATA, in_specs[0].width, node_lanes(node))
+    beats_out = [rows * beats_per_row(Kind.DATA, s.width, node_lanes(node)) for s in out_specs]
     if port == "in0":
         return CONTROL_CYCLES + beats_in + sum(WRITE_CYCLES + b for b in beats_out)
     j = int(port.removeprefix("out").removesuffix("_grad"))

@@ -23,6 +23,7 @@ from .nodes import (
     Loss,
     Mul,
     Node,
+    node_lanes,
     Phi,
     Predicate,
     RowSum,
@@ -42,7 +43,8 @@ from .serialize import dumps, graph_from_json, load, loads, save
 __all__ = [
     "ACTIVATIONS", "LIMITS", "LOSSES", "NODE_KINDS", "OUTPUTS_PER_STEP", "Activation", "Add", "Aggregate",
     "Broadcast", "Concat", "Cond", "Edge", "EdgeSpec", "Graph", "GraphCore", "Group", "Isu",
-    "IsuOp", "Limits", "Linear", "Loss", "Mul", "Node", "Phi", "PortRef", "Predicate", "RowSum",
+    "IsuOp", "Limits", "Linear", "Loss", "Mul", "Node",
+    "node_lanes", "Phi", "PortRef", "Predicate", "RowSum",
     "S", "Sink", "Source", "Split", "Ungroup", "Value", "check_identifier", "dec", "dumps",
     "graph_from_json", "inc", "load", "loads", "parent", "pop", "push", "save",
 ]

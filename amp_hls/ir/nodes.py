@@ -356,6 +356,11 @@ class _Arity(Node):
 LANES = tuple(1 << i for i in range(LIMITS.max_lanes.bit_length()))  # the lanes a row-wise kernel takes
 
 
+def node_lanes(node: Node) -> int:
+    """A node's ``lanes`` (1 for the kinds that have none)."""
+    return getattr(node, "lanes", 1)
+
+
 @dataclass(kw_only=True, eq=False)
 class _Laned(Node):
     """A row-wise kind whose hardware kernel may read and write ``lanes`` 64-bit beats a cycle

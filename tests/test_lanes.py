@@ -1,0 +1,129 @@
+"""Lanes: row-wise kernels that read and write ``lanes`` 64-bit beats a cycle (amp_hls/wire.py,
+Lanes). The wide layout's reference (``to_lanes``/``from_lanes``), the attribute's checks and
+JSON, the converters amp_top places where a stream's writer and reader differ, the cycle model,
+the hls flow's refusal, and the generated amp_top bit-exact with the numpy device with every
+laned kind at several lane counts side by side, under random back-pressure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from amp_hls import kinds
+from amp_hls.api import check_lanes
+from amp_hls.codegen.rtl import render_kernel, render_top
+from amp_hls.cycles import message_cycles
+from amp_hls.design import DeviceOptions, build_design
+from amp_hls.errors import AmpHlsError, IRError, WireError
+from amp_hls.ir import Graph, graph_from_json
+from amp_hls.message import Direction, Tag
+from amp_hls.wire import (
+    ChannelMap,
+    ChannelSpec,
+    Kind,
+    Shape,
+    WireMessage,
+    beats_per_row,
+    encode_beats,
+    from_lanes,
+    message_beats,
+    to_lanes,
+)
+from tests.helpers import activation_chain
+
+
+def _message(rows: int, width: int, seed: int = 0) -> list[int]:
+    """One DATA message of random int16 elements as its 64-bit beats."""
+    rng = np.random.default_rng(seed)
+    payload = rng.integers(-(2**15), 2**15, (rows, width))
+    channels = ChannelMap([ChannelSpec(3, "x", {Kind.DATA: Shape(width, rows)})])
+    data, _ = encode_beats(WireMessage(3, Kind.DATA, Direction.FWD, Tag(7, (1, 2)), payload), channels)
+    return [int(b) for b in data]
+
+
+@pytest.mark.parametrize("width", [1, 4, 5, 9, 16, 40, 70])
+@pytest.mark.parametrize("lanes", [1, 2, 4, 8])
+def test_the_wide_layout_is_the_narrow_one_with_bigger_beats(width: int, lanes: int) -> None:
+    beats = _message(3, width)
+    wide = to_lanes(beats, width, lanes)
+    assert len(wide) == message_beats(Kind.DATA, 3, width, lanes)
+    assert wide[:2] == beats[:2]  # header and state alone, in the low 64 bits
+    assert from_lanes(wide, width, lanes) == beats
+    # element j of a row at bits 16 (j % 4L) of wide beat j // 4L, as a narrow beat holds 4
+    bpr, wpr = beats_per_row(Kind.DATA, width), beats_per_row(Kind.DATA, width, lanes)
+    for r in range(3):
+        row = wide[2 + r * wpr:2 + (r + 1) * wpr]
+        narrow = beats[2 + r * bpr:2 + (r + 1) * bpr]
+        for j in range(width):
+            got = (row[j // (4 * lanes)] >> (16 * (j % (4 * lanes)))) & 0xFFFF
+            assert got == (narrow[j // 4] >> (16 * (j % 4))) & 0xFFFF
+        assert row[-1] >> (64 * (bpr - (wpr - 1) * lanes)) == 0  # the row's padding beats are zero
+
+
+def test_the_wide_layout_refuses_what_is_not_a_message() -> None:
+    with pytest.raises(WireError, match="not a message of rows of 3 beats"):
+        to_lanes(_message(2, 9)[:-1], 9, 2)
+    with pytest.raises(WireError, match="of 2 lanes"):
+        from_lanes([1, 2, 3], 9, 2)
+
+
+def test_lanes_are_checked_and_kept_in_the_json() -> None:
+    g = activation_chain("lanes_json", 9, 2)
+    g.node("act0").lanes = 3
+    with pytest.raises(IRError, match="node 'act0': lanes must be one of 1, 2, 4, 8"):
+        g.validate()
+    g.node("act0").lanes = 4
+    doc = g.validate().to_json()
+    attrs = {n["name"]: n["attrs"] for n in doc["nodes"]}
+    assert attrs["act0"]["lanes"] == 4 and "lanes" not in attrs["act1"]  # left out at its default
+    assert graph_from_json(json.loads(json.dumps(doc))).nodes["act0"].lanes == 4
+
+
+def _laned_chain(lanes0: int, lanes1: int, width: int = 9):  # type: ignore[no-untyped-def]
+    g = activation_chain(f"lanes_{lanes0}_{lanes1}", width, 3)
+    g.node("act0").lanes, g.node("act1").lanes = lanes0, lanes1
+    return build_design(g.validate(), DeviceOptions(cache_slots=4))
+
+
+def test_amp_top_converts_only_where_writer_and_reader_differ() -> None:
+    top = render_top(_laned_chain(4, 4))
+    assert top.count("amp_widen #(.L(4), .BPR(3))") == 2  # x from host_in, the gradient into act1
+    assert top.count("amp_narrow #(.L(4), .BPR(3))") == 2  # act1's output to the loss, act0's dx to host
+    assert "amp_fifo #(.AW(4), .W(256))" in top  # act0 -> act1: one wide FIFO, no converter
+    mixed = render_top(_laned_chain(2, 8))
+    assert "amp_narrow #(.L(2), .BPR(3))" in mixed and "amp_widen #(.L(8), .BPR(3))" in mixed
+    assert "amp_widen #" not in render_top(_laned_chain(1, 1))
+
+
+def test_a_laned_kernel_has_wide_ports_and_a_kind_without_lanes_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    design = _laned_chain(8, 1)
+    assert "input  wire [511:0] in0_TDATA" in render_kernel(design, "act0")
+    assert "input  wire [63:0] in0_TDATA" in render_kernel(design, "act1")
+    row = kinds.KINDS["activation"]
+    monkeypatch.setitem(kinds.KINDS, "activation", dataclasses.replace(row, rtl_lanes=False))
+    design = dataclasses.replace(design, nodes={n: dataclasses.replace(k, row=kinds.KINDS[k.node.kind])
+                                                for n, k in design.nodes.items()})
+    with pytest.raises(AmpHlsError, match="node 'act0': the RTL kernel of kind 'activation' takes 1 lane so far"):
+        render_kernel(design, "act0")
+
+
+def test_the_cycle_model_counts_wide_beats() -> None:
+    for lanes in (1, 2, 4, 8):
+        design = _laned_chain(lanes, 1, width=70)
+        graph = design.graph
+        # the kernel's control cycles, then one beat of 4 lanes elements a cycle
+        assert message_cycles(graph, "act0", design.options, "in0", 5) == 6 + 5 * -(-70 // (4 * lanes))
+
+
+def test_the_hls_flow_refuses_lanes() -> None:
+    g = activation_chain("lanes_hls", 9, 2)
+    check_lanes("hls", g)
+    g.node("act1").lanes = 2
+    check_lanes("rtl", g)
+    with pytest.raises(AmpHlsError, match=r"lanes are built into the RTL kernels only \(act1 have"):
+        check_lanes("hls", g)
