@@ -329,7 +329,8 @@ def generate(model: str | Path | ModelSpec | GraphCore, output: str | Path, *, b
     board_given = board is not None or (config is not None and "board" in config.device)
     if folding is None and folds(config, fold, target_rate, board_given):
         folding = fold_for(model, board_spec.name, options=options, config=config, target_rate=target_rate,
-                           parallelism=parallelism, muf=muf, lutram_depth=0 if flow == "hls" else None)
+                           parallelism=parallelism, muf=muf, lutram_depth=0 if flow == "hls" else None,
+                           lanes=flow != "hls")
     elif folding is None and parallelism:
         from .cycles.folding import check_fit
 
@@ -415,7 +416,7 @@ def fitting_options(model: str | Path | ModelSpec | GraphCore, board: str, optio
 def fold_fitting(model: str | Path | ModelSpec | GraphCore, board: str, options: DeviceOptions, *,
                  config: RunConfig | None = None, target_rate: float | None = None,
                  parallelism: Mapping[str, int] | None = None,
-                 muf: int | None = None, lutram_depth: int | None = None) -> tuple[Folding, DeviceOptions]:
+                 muf: int | None = None, lutram_depth: int | None = None, lanes: bool = True) -> tuple[Folding, DeviceOptions]:
     """``fold_for`` at ``options``' mak when its tag tables fit ``board``; else the mak is lowered
     (``fitting_options``) and traded against MACs: of the most that fit and fewer
     (``mak_candidates``), the fastest predicted folding (tag tables and MAC lanes share the board;
@@ -431,7 +432,7 @@ def fold_fitting(model: str | Path | ModelSpec | GraphCore, board: str, options:
 
     def at(depth: int) -> tuple[Folding, DeviceOptions]:
         return _fold_fitting_at(model, board, dataclasses.replace(options, lutram_depth=depth), config=config,
-                                target_rate=target_rate, parallelism=parallelism, muf=muf)
+                                target_rate=target_rate, parallelism=parallelism, muf=muf, lanes=lanes)
 
     if lutram_depth is not None:
         return at(lutram_depth)
@@ -464,19 +465,19 @@ def _fastest_placement(at: Callable[[int], T], folding_of: Callable[[T], Folding
 
 def _fold_fitting_at(model: str | Path | ModelSpec | GraphCore, board: str, options: DeviceOptions, *,
                      config: RunConfig | None, target_rate: float | None,
-                     parallelism: Mapping[str, int] | None, muf: int | None) -> tuple[Folding, DeviceOptions]:
+                     parallelism: Mapping[str, int] | None, muf: int | None, lanes: bool) -> tuple[Folding, DeviceOptions]:
     """``fold_fitting`` with the memories where ``options`` put them."""
     depth = options.lutram_depth
     fitted, lowered = fitting_options(model, board, options, config=config, parallelism=parallelism)
     if lowered is None:
         return fold_for(model, board, options=options, config=config, target_rate=target_rate,
-                        parallelism=parallelism, muf=muf, lutram_depth=depth), options
+                        parallelism=parallelism, muf=muf, lutram_depth=depth, lanes=lanes), options
     per = options.cache_slots // lowered
     tried = []
     for mak in mak_candidates(fitted.max_in_flight or 1):
         trial = dataclasses.replace(fitted, cache_slots=mak * per, max_in_flight=mak)
         tried.append((fold_for(model, board, options=trial, config=config, target_rate=target_rate,
-                               parallelism=parallelism, muf=muf, lutram_depth=depth), trial))
+                               parallelism=parallelism, muf=muf, lutram_depth=depth, lanes=lanes), trial))
     best = max(f.instances_per_s for f, _ in tried)
     folding, chosen = next((f, o) for f, o in tried if f.instances_per_s >= 0.95 * best)
     # "raise --mak" would mislead: every mak above the most that fit was refused for its tag tables
@@ -518,7 +519,7 @@ def mak_candidates(most: int) -> list[int]:
 def fold_for(model: str | Path | ModelSpec | GraphCore, board: str, *, options: DeviceOptions | None = None,
              config: RunConfig | None = None, target_rate: float | None = None,
              parallelism: Mapping[str, int] | None = None, muf: int | None = None,
-             instances: int = 16, seed: int = 0, lutram_depth: int | None = None) -> Folding:
+             instances: int = 16, seed: int = 0, lutram_depth: int | None = None, lanes: bool = True) -> Folding:
     """Fold a model's graph for ``board`` (``cycles/folding.py``): the parallelism of each Linear
     (``parallelism`` and ``config``'s [nodes] pinned), the dump period (``muf`` pinned), priced on
     ``instances`` of the model's data (a static graph needs none). FitError when it cannot fit.
@@ -526,7 +527,7 @@ def fold_for(model: str | Path | ModelSpec | GraphCore, board: str, *, options: 
     ``lutram_depth`` pins where shallow memories go (amp_hls.memories; None: ``options``' when not
     0); None and 0 there: block RAM, unless block RAM is what stops the folding (or what does not fit), when each of ``LUTRAM_DEPTHS`` is
     tried too and the fastest folding taken (the shallower limit, fewer LUTs, within
-    ``LUTRAM_TIE``)."""
+    ``LUTRAM_TIE``). ``lanes`` False: the row-wise kernels keep the graph's lanes (the hls flow's)."""
     from .codegen.boards import load_board
     from .cycles.folding import fold, is_static
     from .cycles.report import sample_inputs
@@ -546,7 +547,7 @@ def fold_for(model: str | Path | ModelSpec | GraphCore, board: str, *, options: 
 
     def at(depth: int) -> Folding:
         return fold(graph, board_spec, inputs, dataclasses.replace(options, lutram_depth=depth),
-                    target_rate=target_rate, fixed=pinned, muf=muf, seed=seed)
+                    target_rate=target_rate, fixed=pinned, muf=muf, seed=seed, lanes=lanes)
 
     if lutram_depth is not None:
         return at(lutram_depth)

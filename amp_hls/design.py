@@ -288,6 +288,7 @@ class DeviceDesign:
                         for n in self.nodes.values()],
             "parallelism": {n.name: n.node.parallelism for n in self.nodes.values()
                             if hasattr(n.node, "parallelism")},
+            "lanes": {n.name: node_lanes(n.node) for n in self.nodes.values() if node_lanes(n.node) > 1},
             "skip_dx": [n.name for n in self.nodes.values() if n.skip_dx],
             **self.placement.to_json(),
             "control": {"channel": CONTROL_CHANNEL, "name": CONTROL_NAME, "stats_fields": list(STATS_FIELDS),

@@ -18,6 +18,7 @@ A kind whose synthesis fails (a template mid-edit) keeps its previous row, and i
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -82,10 +83,17 @@ class Point:
     node: str
     slots: int
     parallelism: int | None = None
+    lanes: int | None = None  # a row-wise kernel's (wire.py, Lanes)
 
     @property
     def label(self) -> str:
-        return f"{self.graph}:{self.node}@{self.slots}" + (f"/P{self.parallelism}" if self.parallelism else "")
+        return (f"{self.graph}:{self.node}@{self.slots}" + (f"/P{self.parallelism}" if self.parallelism else "")
+                + (f"/L{self.lanes}" if self.lanes else ""))
+
+
+def laned(*points: Point) -> list[Point]:
+    """Each point again at 2 and 4 lanes."""
+    return [dataclasses.replace(p, lanes=lanes) for p in points for lanes in (2, 4)]
 
 
 B15 = "ggsnn-babi15"
@@ -95,31 +103,44 @@ GRID: dict[str, list[Point]] = {
                Point(B15, "prop_gates", 4, 4), Point(B15, "embed", 32, 1),
                Point("mlp", "fc0", 4, 13), Point("mlp", "head", 4, 6),  # unaligned: element shifters
                Point("mlp", "head", 4, 64), Point("tree-rnn", "embed", 4, 128)],  # 2 and 4 rows of W a step
-    "activation": [Point("mlp", "act0", 4), Point("mlp", "act0", 16), Point(B15, "prop_gates_act", 4)],
+    "activation": [Point("mlp", "act0", 4), Point("mlp", "act0", 16), Point(B15, "prop_gates_act", 4),
+                   *laned(Point("mlp", "act0", 4))],
     "phi": [Point("list-rnn", "h", 4), Point("list-rnn", "h", 16), Point(B15, "prop_e0", 4), Point("tree-rnn", "words", 4)],
-    "aggregate": [Point(B15, "prop_agg0", 4), Point(B15, "prop_agg0", 16), Point("ggsnn-qm9", "prop_agg0", 4)],
+    "aggregate": [Point(B15, "prop_agg0", 4), Point(B15, "prop_agg0", 16), Point("ggsnn-qm9", "prop_agg0", 4),
+                  *laned(Point(B15, "prop_agg0", 4))],
     "broadcast": [Point(B15, "prop_h_fan0", 4), Point(B15, "prop_h_fan0", 16), Point(B15, "prop_e0_fan0", 4),
-                  Point(B15, "prop_msg_fan0", 4)],
-    "concat": [Point(B15, "prop_msgs", 4), Point(B15, "prop_msgs", 16), Point("list-rnn", "step_in", 4)],
-    "split": [Point(B15, "prop_zfr", 4), Point(B15, "prop_zfr", 16), Point(B15, "readout_split", 4)],
-    "mul": [Point(B15, "prop_reset", 4), Point(B15, "prop_reset", 16), Point("ggsnn-qm9", "prop_reset", 4)],
-    "add": [Point(B15, "prop_update", 4), Point(B15, "prop_update", 16), Point("ggsnn-qm9", "prop_update", 4)],
+                  Point(B15, "prop_msg_fan0", 4), *laned(Point(B15, "prop_h_fan0", 4))],
+    "concat": [Point(B15, "prop_msgs", 4), Point(B15, "prop_msgs", 16), Point("list-rnn", "step_in", 4),
+               *laned(Point(B15, "prop_msgs", 4))],
+    "split": [Point(B15, "prop_zfr", 4), Point(B15, "prop_zfr", 16), Point(B15, "readout_split", 4),
+              *laned(Point(B15, "prop_zfr", 4))],
+    "mul": [Point(B15, "prop_reset", 4), Point(B15, "prop_reset", 16), Point("ggsnn-qm9", "prop_reset", 4),
+            *laned(Point(B15, "prop_reset", 4))],
+    "add": [Point(B15, "prop_update", 4), Point(B15, "prop_update", 16), Point("ggsnn-qm9", "prop_update", 4),
+            *laned(Point(B15, "prop_update", 4))],
     "isu": [Point("list-rnn", "advance", 4), Point("list-rnn", "advance", 16), Point("tree-rnn", "climb", 4)],
     "cond": [Point("list-rnn", "more", 4), Point("list-rnn", "more", 16), Point("tree-rnn", "side", 4)],
-    "rowsum": [Point(B15, "readout_sum", 4), Point(B15, "readout_sum", 16), Point("ggsnn-qm9", "readout_sum", 4)],
-    "ungroup": [Point("list-rnn", "elements", 4), Point("list-rnn", "elements", 16), Point("cal-group-8", "ug", 4)],
-    "group": [Point("cal-group-8", "grp", 4), Point("cal-group-8", "grp", 16), Point("cal-group-20", "grp", 4)],
+    "rowsum": [Point(B15, "readout_sum", 4), Point(B15, "readout_sum", 16), Point("ggsnn-qm9", "readout_sum", 4),
+               *laned(Point(B15, "readout_sum", 4))],
+    "ungroup": [Point("list-rnn", "elements", 4), Point("list-rnn", "elements", 16), Point("cal-group-8", "ug", 4),
+                *laned(Point("cal-group-20", "ug", 4))],
+    "group": [Point("cal-group-8", "grp", 4), Point("cal-group-8", "grp", 16), Point("cal-group-20", "grp", 4),
+              *laned(Point("cal-group-20", "grp", 4))],
     "loss": [Point("mlp-loss", "xent", 4), Point("mlp-loss", "xent", 16), Point("mlp-loss", "xent", 64),
              Point("qm9-loss", "loss", 4)],
 }
 BOUNDARY_DESIGNS = (("mlp", 4), (B15, 4))  # k_demux / k_mux / amp_control of these
 FIFO_BITS = (4, 8, 11)
+CONVERTER_LANES = ((2, 4), (4, 4), (8, 16))  # (L, BPR) of the amp_widen / amp_narrow samples
 
 
-def design_of(graph: str, slots: int, parallelism: dict[str, int] | None = None) -> DeviceDesign:
+def design_of(graph: str, slots: int, parallelism: dict[str, int] | None = None,
+              lanes: dict[str, int] | None = None) -> DeviceDesign:
     g = GRAPHS[graph]()
     for name, p in (parallelism or {}).items():
         g.nodes[name].parallelism = p  # type: ignore[attr-defined]
+    for name, n in (lanes or {}).items():
+        g.nodes[name].lanes = n  # type: ignore[attr-defined]
     return build_design(g, DeviceOptions(cache_slots=slots))
 
 
@@ -171,6 +192,22 @@ def synth_fifo(bits: int, cache: Path | None = None) -> Estimate:
     return estimate(_write(folder, files), f"cal_fifo_{bits}", FAMILY, cache=cache)
 
 
+def synth_converter(part: str, lanes: int, bpr: int, cache: Path | None = None) -> Estimate:
+    """One amp_widen or amp_narrow (hw/rtl/amp_lanes.sv) of ``lanes`` beats, rows of ``bpr``."""
+    wide, narrow = f"[{64 * lanes - 1}:0]", "[63:0]"
+    s_bits, m_bits = (narrow, wide) if part == "widen" else (wide, narrow)
+    ports = ["ap_clk", "ap_rst_n", "s_TDATA", "s_TVALID", "s_TREADY", "s_TLAST", "m_TDATA", "m_TVALID", "m_TREADY", "m_TLAST"]
+    decl = (f"input wire ap_clk, input wire ap_rst_n, input wire {s_bits} s_TDATA, input wire s_TVALID, "
+            f"output wire s_TREADY, input wire s_TLAST, output wire {m_bits} m_TDATA, output wire m_TVALID, "
+            "input wire m_TREADY, output wire m_TLAST")
+    top = f"cal_{part}_{lanes}"
+    wrapper = (f"module {top} ({decl});\n  amp_{part} #(.L({lanes}), .BPR({bpr})) u ("
+               + ", ".join(f".{p}({p})" for p in ports) + ");\nendmodule\n")
+    files = {"amp_lanes.sv": (hw_dir() / "rtl" / "amp_lanes.sv").read_text(), f"{top}.sv": wrapper}
+    folder = WORK / hashlib.sha256("".join(files.values()).encode()).hexdigest()[:16]
+    return estimate(_write(folder, files), top, FAMILY, cache=cache)
+
+
 def measured(est: Estimate) -> dict[str, float]:
     return {**{r: est.resources[r] for r in ("lut", "ff", "dsp", "bram36")}, "lutram": float(est.lutram)}
 
@@ -201,7 +238,7 @@ def kernel_samples(kind: str, log: Callable[[str], None], cache: Path | None = N
     out = []
     for point in GRID[kind]:
         fixed = {point.node: point.parallelism} if point.parallelism else None
-        design = design_of(point.graph, point.slots, fixed)
+        design = design_of(point.graph, point.slots, fixed, {point.node: point.lanes} if point.lanes else None)
         kernel = design.nodes[point.node]
         if kernel.node.kind != kind:
             raise AmpHlsError(f"calibration grid: {point.label} is a {kernel.node.kind}, not a {kind}")
@@ -220,6 +257,13 @@ def boundary_samples(part: str, log: Callable[[str], None], cache: Path | None =
             label = f"amp_fifo AW={bits}"
             counts, seconds, _ = _count(label, lambda b=bits: synth_fifo(b, cache), recorded)
             out.append(Sample(label, {p: rm.fifo_features(bits) for p in rm.PLACEMENTS}, counts, seconds))
+            log(f"  {label}: {_show(counts)}")
+        return out
+    if part in ("widen", "narrow"):
+        for lanes, bpr in CONVERTER_LANES:
+            label = f"amp_{part} L={lanes} BPR={bpr}"
+            counts, seconds, _ = _count(label, lambda n=lanes, b=bpr: synth_converter(part, n, b, cache), recorded)
+            out.append(Sample(label, {p: rm.boundary_features(wide=lanes - 1) for p in rm.PLACEMENTS}, counts, seconds))
             log(f"  {label}: {_show(counts)}")
         return out
     top = {"demux": "k_demux", "mux": "k_mux", "control": "amp_control"}[part]

@@ -260,11 +260,11 @@ def test_a_linear_off_the_busiest_is_raised_where_it_shortens_the_round_trip() -
     graph = spec.build()
     inputs = sample_inputs(graph, 16, 0, spec)
     options = generation_options(spec, graph, DeviceOptions(), muf_given=False, cache_given=False, mak=5)
-    f = fold(graph, PYNQ, inputs, options)
+    f = fold(graph, PYNQ, inputs, options, lanes=False)  # the Linears' steps alone (lanes: test_lanes.py)
     assert f.parallelism == {"head": 2, "rnn": 42}
     assert "rnn at parallelism 88 would need" in f.bound and f.bound.endswith(
         "; then, for the latency-priced pace, head 1 -> 2")
-    kept = fold(graph, PYNQ, inputs, options, fixed={"head": 1}, muf=f.muf)
+    kept = fold(graph, PYNQ, inputs, options, fixed={"head": 1}, muf=f.muf, lanes=False)
     assert f.instances_per_s >= (1 + 1 / 43) * kept.instances_per_s
-    capped = fold(graph, PYNQ, inputs, options, target_rate=kept.instances_per_s * 0.99)
+    capped = fold(graph, PYNQ, inputs, options, target_rate=kept.instances_per_s * 0.99, lanes=False)
     assert capped.parallelism["head"] == 1  # a target rate met stops it as it stops the busiest's steps

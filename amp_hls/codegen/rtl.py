@@ -200,16 +200,16 @@ def render_harness(design: DeviceDesign, nodes: list[str], kernel_texts: dict[st
         return [{"name": p, "reads": r} for p, r in zip(names, reads)]
 
     kernels = [
-        {"node": n, "module": design.nodes[n].top, "error": True,
+        {"node": n, "module": design.nodes[n].top, "error": True, "bits": 64 * node_lanes(design.nodes[n].node),
          "sat": counts_saturations(kernel_texts[n] if kernel_texts else render_kernel(design, n)),
          "ports": ports(list(design.nodes[n].ports), [port_reads(p) for p in design.nodes[n].ports])}
         for n in nodes
     ]
     demux = wires.demux_ports
-    kernels.append({"node": "demux", "module": "k_demux", "error": True, "sat": False,
+    kernels.append({"node": "demux", "module": "k_demux", "error": True, "sat": False, "bits": 64,
                     "ports": ports(demux, [True] + [False] * (len(demux) - 1))})
     mux = wires.mux_ports
-    kernels.append({"node": "mux", "module": "k_mux", "error": False, "sat": False,
+    kernels.append({"node": "mux", "module": "k_mux", "error": False, "sat": False, "bits": 64,
                     "ports": ports(mux, [True] * (len(mux) - 1) + [False])})
     return environment().get_template("rtl/harness.sv.j2").render(
         module=HARNESS, graph_name=design.graph.name, kernels=kernels

@@ -11,7 +11,10 @@ is passed for the node's next one that does (a Linear's memories change shape wi
 parallelism, so its resources are not monotonic in it). Then the kernels that are not the busiest
 but lengthen every instance's round trip (which bounds the pace with few in flight) get steps
 while one speeds the latency-priced pace by more than the share of MACs it adds
-(``pace_steps``). Then the gradient-dump period is
+(``pace_steps``). Then the row-wise kernels (activation, add, concat, ...) get lanes (wire.py,
+Lanes: 64-bit beats a cycle) the same way, each step taken while it speeds the latency-priced
+pace by more than the share of LUTs it adds (``lane_steps``; only for the rtl flow, whose kernels
+take lanes). Then the gradient-dump period is
 set (if not given) to the shortest within 5% of the best pace: each dump carries a whole weight
 matrix, so at one dump per gradient the link, not the kernels, would bound a folded design.
 
@@ -36,11 +39,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..codegen.boards import Board
-from ..design import DeviceDesign, DeviceOptions, NodeDesign, build_design, linear_aligned
+from ..design import DeviceDesign, DeviceOptions, NodeDesign, StreamLink, build_design, linear_aligned
 from ..errors import AmpHlsError, IRError
-from ..ir import LIMITS, OUTPUTS_PER_STEP, GraphCore, Linear, graph_from_json
+from ..ir import LANES, LIMITS, OUTPUTS_PER_STEP, GraphCore, Linear, graph_from_json, node_lanes
 from ..ir.validate import strongly_connected
-from ..kinds import cycle_model
+from ..kinds import KINDS, cycle_model
 from ..models.inputs import Inputs
 from ..placement import Placement
 from ..wire import Kind, elements_per_beat
@@ -64,8 +67,10 @@ from .resources import (
     Resources,
     design_resources,
     kernel_resources,
+    link_resources,
     load_coefficients,
     shown_resources,
+    with_lanes,
     with_parallelism,
 )
 
@@ -109,6 +114,7 @@ class Folding:
     lutram_depth: int = 0  # the design's memories of at most this many words are in LUT-RAM (memories.py)
     # the bottleneck's cycles per instance by part where it is a Linear (cycles.linear.PARTS), else empty
     bottleneck_parts: dict[str, float] = field(default_factory=dict)
+    lanes: dict[str, int] = field(default_factory=dict)  # row-wise node -> the lanes chosen for it (above 1)
 
     @property
     def bottleneck(self) -> str:
@@ -130,7 +136,7 @@ class Folding:
         for name, used in self.resources.kernels.items():
             kind = self.kinds.get(name, "?")
             kinds[kind] = kinds.get(kind, Resources()) + used
-        return {"parallelism": dict(self.parallelism), "muf": self.muf, "dsps": self.dsps,
+        return {"parallelism": dict(self.parallelism), "lanes": dict(self.lanes), "muf": self.muf, "dsps": self.dsps,
                 "dsp_budget": self.dsp_budget, "bottleneck": self.bottleneck,
                 "cycles_per_instance": {n: round(c, 2) for n, c in self.cycles.items()},
                 "link_beats_per_instance": round(self.link_beats, 2), "mak": self.pace.mak,
@@ -196,7 +202,8 @@ def _node_cycles(kernel: NodeDesign, node, load: Load, options: DeviceOptions, n
 
 
 class _Pricer:
-    """The resource model of one design, each Linear's kernel repriced per parallelism (cached)."""
+    """The resource model of one design, each Linear's kernel repriced per parallelism and each
+    row-wise kernel per lanes, with the streams its lanes change (cached)."""
 
     def __init__(self, design: DeviceDesign, base: DesignResources, coefficients: Coefficients, linears: set[str]):
         self.design, self.base, self.coefficients = design, base, coefficients
@@ -205,21 +212,51 @@ class _Pricer:
             if name not in linears:
                 self.fixed_part = self.fixed_part + used
         self._cache: dict[tuple[str, int], Resources] = {}
+        self._laned: dict[tuple[str, int], Resources] = {}
+        self._links: dict[tuple[str, int, int], Resources] = {}
 
     def linear(self, name: str, p: int) -> Resources:
         if (name, p) not in self._cache:
             self._cache[(name, p)] = kernel_resources(with_parallelism(self.design, name, p), name, self.coefficients)
         return self._cache[(name, p)]
 
-    def total(self, choice: Mapping[str, int]) -> Resources:
+    def laned(self, name: str, lanes: int) -> Resources:
+        if (name, lanes) not in self._laned:
+            self._laned[(name, lanes)] = kernel_resources(with_lanes(self.design, name, lanes), name, self.coefficients)
+        return self._laned[(name, lanes)]
+
+    def _link(self, link: StreamLink, src: int, dst: int) -> Resources:
+        if (link.name, src, dst) not in self._links:
+            at = dataclasses.replace(link, src_lanes=src, dst_lanes=dst)
+            self._links[(link.name, src, dst)] = link_resources(at, self.design.options, self.coefficients)
+        return self._links[(link.name, src, dst)]
+
+    def _lanes_change(self, lanes: Mapping[str, int]) -> tuple[dict[str, Resources], Resources]:
+        """The kernels ``lanes`` reprices, and what it adds to the streams (FIFO widths, converters)."""
+        kernels = {name: self.laned(name, n) for name, n in lanes.items()}
+        change = Resources()
+        for link in self.design.wiring.streams:
+            src, dst = (lanes.get(end.top.removeprefix("k_")) for end in (link.src, link.dst))
+            if src is not None or dst is not None:
+                change = change + self._link(link, src or link.src_lanes, dst or link.dst_lanes) \
+                    - self._link(link, link.src_lanes, link.dst_lanes)
+        return kernels, change
+
+    def total(self, choice: Mapping[str, int], lanes: Mapping[str, int] | None = None) -> Resources:
         out = self.fixed_part
         for name, p in choice.items():
             out = out + self.linear(name, p)
+        if lanes:
+            kernels, change = self._lanes_change(lanes)
+            for name, used in kernels.items():
+                out = out + used - self.base.kernels[name]
+            out = out + change
         return out
 
-    def resources(self, choice: Mapping[str, int]) -> DesignResources:
+    def resources(self, choice: Mapping[str, int], lanes: Mapping[str, int] | None = None) -> DesignResources:
         kernels = {n: (self.linear(n, choice[n]) if n in choice else r) for n, r in self.base.kernels.items()}
-        return DesignResources(kernels, self.base.boundary, self.base.fifos, self.base.unpriced)
+        laned, change = self._lanes_change(lanes or {})
+        return DesignResources({**kernels, **laned}, self.base.boundary, self.base.fifos + change, self.base.unpriced)
 
 
 def _over(total: Resources, budgets: Mapping[str, float]) -> list[str]:
@@ -229,11 +266,12 @@ def _over(total: Resources, budgets: Mapping[str, float]) -> list[str]:
 def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, options: DeviceOptions,
          target_rate: float | None = None, fixed: Mapping[str, int] | None = None,
          muf: int | None = None, margin: float = MARGIN, seed: int = 0,
-         coefficients: Coefficients | None = None) -> Folding:
-    """Choose each device Linear's parallelism (``fixed`` ones excepted) and, unless ``muf`` is
-    given, the dump period. ``inputs`` are sample instances (None: a static graph's own loads);
-    ``target_rate`` (instances/s) stops the folding once met. FitError when the design does not
-    fit ``margin`` of the board even at its fixed or least parallelism."""
+         coefficients: Coefficients | None = None, lanes: bool = True) -> Folding:
+    """Choose each device Linear's parallelism (``fixed`` ones excepted), the lanes of the
+    row-wise kernels the graph leaves at one (``lanes`` False: none, as for the hls flow) and,
+    unless ``muf`` is given, the dump period. ``inputs`` are sample instances (None: a static
+    graph's own loads); ``target_rate`` (instances/s) stops the folding once met. FitError when
+    the design does not fit ``margin`` of the board even at its fixed or least parallelism."""
     if inputs is not None and not inputs:
         raise AmpHlsError("folding needs at least one sample instance")
     fixed = dict(fixed or {})
@@ -309,13 +347,15 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
             choice = {**choice, slowest: fitting}
             cycles[slowest], bare[slowest] = price(slowest), price(slowest, no_dump)
 
-    def pace_of(period: int, choice: Mapping[str, int]) -> Pace:
+    def pace_of(period: int, choice: Mapping[str, int], widths: Mapping[str, int] | None = None) -> Pace:
         priced = {name: dataclasses.replace(nodes[name], parallelism=p) for name, p in choice.items()}  # type: ignore[type-var]
+        priced |= {name: dataclasses.replace(nodes[name], lanes=k) for name, k in (widths or {}).items()}  # type: ignore[type-var]
         return turns_pace(design, loads, n, mak, batches, dataclasses.replace(options, muf=period), priced)
 
-    def rate(period: int, choice: Mapping[str, int], cycles: dict[str, float]) -> float:
+    def rate(period: int, choice: Mapping[str, int], cycles: dict[str, float],
+             widths: Mapping[str, int] | None = None) -> float:
         slowest = max(max(cycles.values()), _busier_link(placement, loads, period, n))
-        return board.clock_mhz * 1e6 / max(pace_of(period, choice).cycles_per_instance, slowest)
+        return board.clock_mhz * 1e6 / max(pace_of(period, choice, widths).cycles_per_instance, slowest)
 
     def pace_steps(period: int, choice: dict[str, int], cycles: dict[str, float]) -> tuple[dict[str, int], dict[str, float], str]:
         """Once the busiest kernel goes no faster: a kernel that is not the busiest still
@@ -346,6 +386,62 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
         raised = [f"{name} {start[name]} -> {p}" for name, p in choice.items() if p != start[name]]
         return choice, cycles, ", ".join(raised)
 
+    laneable = sorted(name for name in nodes if lanes and KINDS[nodes[name].kind].rtl_lanes
+                      and node_lanes(nodes[name]) == 1)
+
+    def lane_steps(period: int, choice: Mapping[str, int],
+                   cycles: dict[str, float]) -> tuple[dict[str, int], dict[str, float], str]:
+        """Lanes for the row-wise kernels: first, while the busiest kernel of the pace is one
+        (and busier than the host link), its lanes are doubled as long as that lowers the
+        busiest interval and fits, as ``fold_at`` does for Linears; then, as ``pace_steps``, a
+        kernel's next lanes is taken while one speeds the latency-priced pace by at least
+        ``PACE_GAIN`` and by at least the share of LUTs it adds (with its streams' wider FIFOs
+        and converters), the most speed per added LUT first, until the target rate is met. A
+        kernel next to a narrower neighbour reads or writes that stream one 64-bit beat a cycle
+        through a converter (``report.converted_beats``), which the pace prices."""
+        opts = dataclasses.replace(options, muf=period)
+        widths: dict[str, int] = {}
+        link = _busier_link(placement, loads, period, n)
+
+        def busiest(at: Mapping[str, int]) -> tuple[str, float]:
+            ph = max(pace_of(period, choice, at).phases, key=lambda p: p.busiest)
+            return ph.bottleneck, ph.busiest
+
+        name, interval = busiest(widths)
+        while name in laneable and interval > link and (target_rate is None or rate(period, choice, cycles, widths) < target_rate):
+            more = [k for k in LANES if k > widths.get(name, 1)]
+            trial = {**widths, name: more[0]} if more else widths
+            if not more or _over(pricer.total(choice, trial), budgets):
+                break
+            after = busiest(trial)
+            if after[1] >= interval:
+                break
+            node = dataclasses.replace(nodes[name], lanes=more[0])  # type: ignore[type-var]
+            cycles = {**cycles, name: _node_cycles(design.nodes[name], node, loads[name], opts, n)}
+            widths, (name, interval) = trial, after
+        now = rate(period, choice, cycles, widths)
+        while target_rate is None or now < target_rate:
+            used = pricer.total(choice, widths)
+            worth = []
+            for name in laneable:
+                more = [k for k in LANES if k > widths.get(name, 1)]
+                if not more:
+                    continue
+                trial = {**widths, name: more[0]}
+                total = pricer.total(choice, trial)
+                if _over(total, budgets):
+                    continue
+                node = dataclasses.replace(nodes[name], lanes=more[0])  # type: ignore[type-var]
+                trial_cycles = {**cycles, name: _node_cycles(design.nodes[name], node, loads[name], opts, n)}
+                gain, added = rate(period, choice, trial_cycles, trial) / now, max(total.lut - used.lut, 1.0) / used.lut
+                if gain >= max(PACE_GAIN, 1 + added):
+                    worth.append(((gain - 1) / added, name, trial, trial_cycles, gain))
+            if not worth:
+                break
+            _, _, widths, cycles, gain = max(worth, key=lambda t: t[0])
+            now *= gain
+        return widths, cycles, ", ".join(f"{name} lanes {k}" for name, k in sorted(widths.items()))
+
     periods = (muf,) if muf is not None else DUMP_PERIODS
     folds = {period: fold_at(period) for period in periods}
     rates = {period: rate(period, f[0], f[1]) for period, f in folds.items()}
@@ -356,8 +452,13 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
         choice, cycles, raised = pace_steps(period, choice, cycles)
         if raised:
             bound = f"{bound}; then, for the latency-priced pace, {raised}"
+    widths: dict[str, int] = {}
+    if laneable and (target_rate is None or rate(period, choice, cycles) < target_rate):
+        widths, cycles, widened = lane_steps(period, choice, cycles)
+        if widened:
+            bound = f"{bound}; then {widened}"
     link = _busier_link(placement, loads, period, n)
-    chosen = pace_of(period, choice)
+    chosen = pace_of(period, choice, widths)
     paced = chosen.bound()  # the pace, latency priced: in-flight instances or the link may set it
     if link > max(cycles.values()):
         bound = f"the host link ({link:,.0f} beats/instance at a GRADS dump every {period} gradients)"
@@ -370,9 +471,9 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
                               dataclasses.replace(options, muf=period), design.nodes[slowest].skip_dx, n)) \
         if slowest in choice else {}
     return Folding(choice, period, cycles, board.clock_mhz, sum(choice.values()),
-                   int(board.resources.get("dsp", 0) * margin), link, bound, pricer.resources(choice), board, chosen,
-                   margin, {name: node.kind for name, node in nodes.items()}, limit=limit,
-                   lutram_depth=options.lutram_depth, bottleneck_parts=parts)
+                   int(board.resources.get("dsp", 0) * margin), link, bound, pricer.resources(choice, widths), board,
+                   chosen, margin, {name: node.kind for name, node in nodes.items()}, limit=limit,
+                   lutram_depth=options.lutram_depth, bottleneck_parts=parts, lanes=widths)
 
 
 def _check_fixed(graph: GraphCore, fixed: Mapping[str, int], linears: set[str]) -> None:
@@ -475,15 +576,19 @@ def _busier_link(placement, loads: dict[str, Load], muf: int, n: int) -> float: 
 
 
 def apply(graph: GraphCore, folding: Folding) -> GraphCore:
-    """``graph`` with the chosen parallelism on its Linear nodes (the graph the design is built from)."""
+    """``graph`` with the chosen parallelism on its Linear nodes and lanes on its row-wise ones
+    (the graph the design is built from)."""
     folded = graph_from_json(graph.to_json())
     for name, p in folding.parallelism.items():
         folded.nodes[name].parallelism = p  # type: ignore[attr-defined]
+    for name, k in folding.lanes.items():
+        folded.nodes[name].lanes = k  # type: ignore[attr-defined]
     return folded
 
 
 def format_folding(f: Folding) -> str:
     per_node = ", ".join(f"{n}={p}" for n, p in f.parallelism.items())
+    laned = f"; lanes {', '.join(f'{n}={k}' for n, k in f.lanes.items())}" if f.lanes else ""
     total = f.resources.total
     use = ", ".join(f"{LABELS[r]} {getattr(total, r):,.0f}/{f.board.resources.get(r, 0):,}"
                     + (f" ({getattr(total, r) / f.board.resources[r]:.0%})" if f.board.resources.get(r) else "")
@@ -492,7 +597,7 @@ def format_folding(f: Folding) -> str:
         if f.resources.unpriced else ""
     lutram = (f"  amp_ram memories of at most {f.lutram_depth} words in LUT-RAM instead of block RAM "
               f"(--lutram-depth)\n") if f.lutram_depth else ""
-    return (f"folding: {per_node or 'no Linear on the device'}; {f.dsps} MACs; "
+    return (f"folding: {per_node or 'no Linear on the device'}{laned}; {f.dsps} MACs; "
             f"GRADS every {f.muf} gradients; bottleneck {f.bottleneck} ({f.cycles[f.bottleneck]:,.0f} cycles/instance"
             f"{': ' + format_shares(f.bottleneck_parts) if f.bottleneck_parts else ''}), "
             f"host link {f.link_beats:,.0f} beats/instance, round trip {f.pace.round_trip:,.0f} cycles at mak "

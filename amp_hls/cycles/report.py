@@ -36,13 +36,13 @@ import dataclasses
 import json
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..codegen.boards import Board
-from ..design import DeviceDesign, DeviceOptions, dx_skipped
+from ..design import DeviceDesign, DeviceOptions, dx_skipped, port_reads
 from ..errors import AmpHlsError
 from ..host.profile import StreamProfile, since
 from ..ir import LIMITS, GraphCore, Linear, Node, node_lanes
@@ -451,6 +451,10 @@ def pace(design: DeviceDesign, loads: dict[str, Load], n: int, mak: int, options
     latency: dict[str, dict[str, Stage]] = {ph: {} for ph in PHASES}  # dump stalls included
     bare_latency: dict[str, dict[str, Stage]] = {ph: {} for ph in PHASES}
     grads: dict[str, float] = {}
+
+    def lanes_of(x: str) -> int:
+        return node_lanes(nodes.get(x, graph.nodes[x])) if x in graph.nodes else 1
+
     for name in placement.device_nodes:
         kernel = design.nodes[name]
         node = nodes.get(name, graph.nodes[name])
@@ -462,6 +466,8 @@ def pace(design: DeviceDesign, loads: dict[str, Load], n: int, mak: int, options
             ph = phase_of(port)
             specs = (node, list(kernel.in_specs), list(kernel.out_specs))
             c, c0 = (model.message_cycles(*specs, o, port, rows, **flag) if model else 0 for o in (options, no_dump))
+            floor = converted_beats(design, lanes_of, name, port, rows)  # a converter on its streams
+            c, c0 = max(c, floor), max(c0, floor)
             # up to the output's last beat out (a Linear's dx before its dW loop): what the path waits for
             passed = getattr(model, "passed_cycles", None)  # only a Linear's differs from its cycles
             out = passed(*specs, options, port, rows, **flag) if passed else c
@@ -503,6 +509,37 @@ def pace(design: DeviceDesign, loads: dict[str, Load], n: int, mak: int, options
                                 cycles[ph][bottleneck], bottleneck, link_in, link_out, max(undumped[ph].values()),
                                 dumps[ph], dump_after, _longest_path(placement, bare_latency[ph], back, loads, n) + first))
     return Pace(mak, tuple(phases))
+
+
+ROWS_KEPT_OUT = ("rowsum", "group", "ungroup")  # kinds whose output messages have other rows than the input's
+
+
+def converted_beats(design: DeviceDesign, lanes_of: Callable[[str], int], name: str, port: str, rows: int) -> float:
+    """The least cycles a message of ``rows`` on ``port`` takes at a laned kernel that reads or
+    writes it through a converter (templates/rtl/top.sv.j2: where a stream's other end has fewer
+    lanes): amp_narrow and amp_widen move one 64-bit beat a cycle, so the kernel waits for the
+    narrow beats of the stream it reads, and of each it writes where the rows stay the same (a
+    join writes once for all its parts: its share per part); 0 at a kernel of one lane, whose
+    own cycles count every 64-bit beat already. ``lanes_of``: each node's lanes (a folding
+    candidate's)."""
+    own = lanes_of(name)
+    if own == 1:
+        return 0.0
+    kernel = design.nodes[name]
+    streams = {link.name: link for link in design.wiring.streams}
+    backward = port.endswith("_grad")
+    parts = sum(1 for p in kernel.ports if port_reads(p) and p.endswith("_grad") == backward)
+    share = 1 / parts if _joins(kernel.node, "backward" if backward else "forward") else 1.0
+    most = 0.0
+    for p, s in zip(kernel.ports, kernel.streams, strict=True):
+        link = streams[s]
+        reads = port_reads(p)
+        if p.endswith("_grad") != backward or (reads and p != port) or (not reads and kernel.node.kind in ROWS_KEPT_OUT):
+            continue
+        end = link.src if reads else link.dst
+        if (1 if end.top in ("k_demux", "k_mux") else lanes_of(end.top.removeprefix("k_"))) < own:
+            most = max(most, message_beats(link.kind, rows, link.width) * (1.0 if reads else share))
+    return most
 
 
 def batched(placement: Placement, inputs: Sequence[Inputs], mak: int, seed: int = 0) -> list[tuple[dict[str, Load], int]]:

@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from ..codegen.boards import Board
-from ..design import DeviceDesign, DeviceOptions, fifo_address_bits, linear_aligned
+from ..design import DeviceDesign, DeviceOptions, StreamLink, fifo_address_bits, linear_aligned
 from ..errors import AmpHlsError
-from ..ir import Linear
+from ..ir import Linear, node_lanes
 from ..kinds import KINDS, device_kinds
 from ..memories import in_block, in_lutram, in_uram, lutram_cost, uram_blocks
 from ..resources import hw_dir, templates_dir
@@ -56,19 +56,20 @@ LABELS = {"lut": "LUT", "ff": "FF", "dsp": "DSP", "bram36": "BRAM36", "lutram": 
 # (priced as themselves); routes: boundary routes; ports: a kernel's AXI-stream ports (a port's
 # handshake and its branch of the input select / output route: a 7-copy broadcast has 16)
 # shift: kilobit-stages of an unaligned Linear's element shifters (``shift_kbits``); rows: the lanes
-# of a Linear that computes several outputs a step (``multi_row_lanes``)
-FEATURES = ("one", "tags", "lanes", "shift", "rows", "kbits", "akbits", "bram", "uram", "routes", "ports")
+# of a Linear that computes several outputs a step (``multi_row_lanes``); wide: a row-wise kernel's
+# 64-bit beats a cycle beyond the first (its ``lanes`` - 1: wire.py, Lanes), or a converter's
+FEATURES = ("one", "tags", "lanes", "shift", "rows", "wide", "kbits", "akbits", "bram", "uram", "routes", "ports")
 # the features each resource is fitted on (a coefficient per feature and kind)
 USES: dict[str, tuple[str, ...]] = {
-    "lut": ("one", "tags", "lanes", "shift", "rows", "kbits", "routes", "ports"),
-    "ff": ("one", "tags", "lanes", "akbits", "routes", "ports"),  # not kbits: a memory moving to block RAM
+    "lut": ("one", "tags", "lanes", "shift", "rows", "wide", "kbits", "routes", "ports"),
+    "ff": ("one", "tags", "lanes", "wide", "akbits", "routes", "ports"),  # not kbits: a memory moving to block RAM
     # frees LUTs, and a fit on kbits would have the FFs drop with more slots
     "dsp": ("one", "lanes"),
     "bram36": ("one", "bram"),
     "lutram": ("one", "tags", "kbits"),
 }
 PLACEMENTS = ("cost", "distributed")  # synchronous memories placed by cost, or all in LUT-RAM/FF
-BOUNDARY = ("demux", "mux", "control", "fifo")  # amp_top's parts besides the kernels
+BOUNDARY = ("demux", "mux", "control", "fifo", "widen", "narrow")  # amp_top's parts besides the kernels
 BRAM36_COST, BRAM18_COST, LUTRAM_CELL_COST = 257, 129, 8  # Yosys' memory_libmap costs (xc7)
 # RAMB36 simple-dual-port shapes (width, depth) and RAMB18 ones (half a BRAM36 each)
 _BRAM36_SHAPES = ((72, 512), (36, 1024), (18, 2048), (9, 4096), (4, 8192), (2, 16384), (1, 32768))
@@ -288,7 +289,7 @@ def _kernel_parts(design: DeviceDesign, name: str, placement: str) -> tuple[dict
     shift = shift_kbits(node.in_features, lanes) if node.kind == "linear" else 0.0  # type: ignore[attr-defined]
     rows = multi_row_lanes(node) if isinstance(node, Linear) else 0.0
     return {"one": 1.0, "tags": found.tag_columns / 1024, "lanes": float(lanes), "shift": shift, "rows": rows,
-            "routes": 0.0,
+            "wide": float(node_lanes(node) - 1), "routes": 0.0,
             "ports": float(len(design.nodes[name].ports)),
             **memory_features(kept, placement, design.options.use_uram)}, moved
 
@@ -310,20 +311,32 @@ def shift_kbits(in_features: int, parallelism: int) -> float:
     return (parallelism + epb - 1) * (BEAT_BITS // epb) * (parallelism - 1).bit_length() / 1024
 
 
-def fifo_memory(address_bits: int) -> Memory:
-    """One amp_fifo's entries: 2**address_bits words of {TLAST, TDATA}, read synchronously."""
-    return Memory("fifo", BEAT_BITS + 1, 1 << address_bits)
+def fifo_memory(address_bits: int, lanes: int = 1) -> Memory:
+    """One amp_fifo's entries: 2**address_bits words of {TLAST, TDATA} (``lanes`` beats wide),
+    read synchronously."""
+    return Memory("fifo", BEAT_BITS * lanes + 1, 1 << address_bits)
 
 
-def fifo_features(address_bits: int, use_uram: bool = False, kept: bool = True) -> dict[str, float]:
+def fifo_features(address_bits: int, use_uram: bool = False, kept: bool = True, lanes: int = 1) -> dict[str, float]:
     """One amp_fifo (``fifo_memory``); ``kept`` False: its entries moved to LUT-RAM (``split_moved``)."""
-    return {"one": 1.0, "tags": 0.0, "lanes": 0.0, "shift": 0.0, "rows": 0.0, "routes": 0.0, "ports": 0.0,
-            **memory_features([fifo_memory(address_bits)] if kept else [], "cost", use_uram)}
+    return {"one": 1.0, "tags": 0.0, "lanes": 0.0, "shift": 0.0, "rows": 0.0, "wide": 0.0, "routes": 0.0, "ports": 0.0,
+            **memory_features([fifo_memory(address_bits, lanes)] if kept else [], "cost", use_uram)}
 
 
-def boundary_features(routes: int) -> dict[str, float]:
-    return {"one": 1.0, "tags": 0.0, "lanes": 0.0, "shift": 0.0, "rows": 0.0, "routes": float(routes), "ports": 0.0, "kbits": 0.0, "akbits": 0.0, "bram": 0.0,
-            "uram": 0.0}
+def boundary_features(routes: int = 0, wide: int = 0) -> dict[str, float]:
+    """A part of amp_top besides kernels and FIFOs: the boundary (its ``routes``), or a lanes
+    converter (amp_widen, amp_narrow) of ``wide`` + 1 beats."""
+    return {"one": 1.0, "tags": 0.0, "lanes": 0.0, "shift": 0.0, "rows": 0.0, "wide": float(wide), "routes": float(routes),
+            "ports": 0.0, "kbits": 0.0, "akbits": 0.0, "bram": 0.0, "uram": 0.0}
+
+
+def converters(link: StreamLink) -> list[tuple[str, int]]:
+    """The converters amp_top puts on a stream (templates/rtl/top.sv.j2), as (part, lanes): an
+    amp_narrow after a wide writer, an amp_widen before a wide reader, none where they agree."""
+    if link.src_lanes == link.dst_lanes:
+        return []
+    return [*([("narrow", link.src_lanes)] if link.src_lanes > 1 else []),
+            *([("widen", link.dst_lanes)] if link.dst_lanes > 1 else [])]
 
 
 @dataclass(frozen=True)
@@ -412,6 +425,9 @@ class Resources:
     def __add__(self, other: Resources) -> Resources:
         return Resources(*(getattr(self, r) + getattr(other, r) for r in MEASURES))
 
+    def __sub__(self, other: Resources) -> Resources:
+        return Resources(*(getattr(self, r) - getattr(other, r) for r in MEASURES))
+
     def to_json(self) -> dict[str, float]:
         return {r: round(getattr(self, r), 1) for r in MEASURES}
 
@@ -433,13 +449,32 @@ def with_parallelism(design: DeviceDesign, name: str, parallelism: int) -> Devic
     return dataclasses.replace(design, nodes={**design.nodes, name: dataclasses.replace(kernel, node=node)})
 
 
+def with_lanes(design: DeviceDesign, name: str, lanes: int) -> DeviceDesign:
+    """``design`` with one row-wise kernel at other lanes (for repricing the kernel; its streams'
+    lanes are ``StreamLink``'s, priced by ``link_resources``)."""
+    kernel = design.nodes[name]
+    node = dataclasses.replace(kernel.node, lanes=lanes)  # type: ignore[type-var]
+    return dataclasses.replace(design, nodes={**design.nodes, name: dataclasses.replace(kernel, node=node)})
+
+
+def link_resources(link: StreamLink, options: DeviceOptions, coefficients: Coefficients) -> Resources:
+    """One stream's hardware in amp_top: its FIFO (as wide as its writer) and its converters."""
+    b = coefficients.boundary
+    bits = fifo_address_bits(link, options)
+    _, moved = split_moved([fifo_memory(bits, link.src_lanes)], "cost", options)
+    out = b["fifo"].price(fifo_features(bits, options.use_uram, kept=not moved, lanes=link.src_lanes)) + lutram_price(moved)
+    for part, lanes in converters(link):
+        out = out + b[part].price(boundary_features(wide=lanes - 1))
+    return out
+
+
 @dataclass(frozen=True)
 class DesignResources:
     """The predicted resources of amp_top: per kernel, the boundary and the stream FIFOs."""
 
     kernels: dict[str, Resources]
     boundary: Resources  # k_demux, k_mux, amp_control
-    fifos: Resources
+    fifos: Resources  # the stream FIFOs, and the converters between lanes (link_resources)
     unpriced: dict[str, list[str]] = field(default_factory=dict)  # kind without a model -> its nodes (counted 0)
 
     @property
@@ -487,12 +522,9 @@ def design_resources(design: DeviceDesign, coefficients: Coefficients | None = N
     boundary = (b["demux"].price(boundary_features(len(design.wiring.demux_routes)))
                 + b["mux"].price(boundary_features(len(design.wiring.mux_routes)))
                 + b["control"].price(boundary_features(len(design.device_nodes))))
-    fifos = Resources()
+    fifos = Resources()  # with the converters: each stream's own hardware
     for link in design.wiring.streams:
-        bits = fifo_address_bits(link, options)
-        _, moved = split_moved([fifo_memory(bits)], "cost", options)
-        features = fifo_features(bits, options.use_uram, kept=not moved)
-        fifos = fifos + b["fifo"].price(features) + lutram_price(moved)
+        fifos = fifos + link_resources(link, options, coefficients)
     return DesignResources(kernels, boundary, fifos, unpriced)
 
 

@@ -6,6 +6,7 @@ from .limits import LIMITS, Limits
 from .names import check_identifier
 from .nodes import (
     ACTIVATIONS,
+    LANES,
     LOSSES,
     NODE_KINDS,
     OUTPUTS_PER_STEP,
@@ -41,6 +42,7 @@ from .nodes import (
 from .serialize import dumps, graph_from_json, load, loads, save
 
 __all__ = [
+    "LANES",
     "ACTIVATIONS", "LIMITS", "LOSSES", "NODE_KINDS", "OUTPUTS_PER_STEP", "Activation", "Add", "Aggregate",
     "Broadcast", "Concat", "Cond", "Edge", "EdgeSpec", "Graph", "GraphCore", "Group", "Isu",
     "IsuOp", "Limits", "Linear", "Loss", "Mul", "Node",

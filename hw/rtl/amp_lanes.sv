@@ -8,8 +8,10 @@
 // and state, and its TLAST ends it; rows are every BPR narrow beats. Both move one narrow beat a
 // cycle, so neither is slower than its narrow side.
 
-// 64 -> 64 L: narrow beats gathered into a wide one, sent when it is full, or the row or the
-// message ends.
+// 64 -> 64 L: narrow beats written in place into the output register, lane by lane (the lanes
+// above them cleared as a wide beat starts), which is offered when it is full, or the row or the
+// message ends. A beat is taken in the cycle the previous wide beat leaves, so it moves one narrow
+// beat a cycle; no shifter: each lane is written from the input or kept.
 module amp_widen #(
     parameter integer L = 2,  // 64-bit beats side by side on the wide side, at least 2
     parameter integer BPR = 1  // narrow beats of a row of the stream's width
@@ -29,12 +31,11 @@ module amp_widen #(
   localparam integer LAST_LANE = L - 1;
   reg [1:0] phase;  // 0: header, 1: state, 2: payload
   reg [15:0] col;  // narrow beat within the row
-  reg [15:0] lane;  // where the next payload beat goes
-  reg [64*L-1:0] acc;  // the wide beat being gathered, zero above its filled lanes
+  reg [15:0] lane;  // where the next beat goes
   wire take = s_TVALID && s_TREADY;
-  wire [64*L-1:0] placed = acc | ({{(64*L-64){1'b0}}, s_TDATA} << (64 * lane));
   wire row_end = col == LAST_COL[15:0];
   wire flush = phase != 2'd2 || s_TLAST || row_end || lane == LAST_LANE[15:0];
+  integer i;
 
   assign s_TREADY = !m_TVALID || m_TREADY;
 
@@ -43,20 +44,19 @@ module amp_widen #(
       phase <= 2'd0;
       col <= 16'd0;
       lane <= 16'd0;
-      acc <= {(64*L){1'b0}};
       m_TVALID <= 1'b0;
       m_TLAST <= 1'b0;
     end else begin
       if (m_TVALID && m_TREADY) m_TVALID <= 1'b0;
       if (take) begin
+        for (i = 0; i < L; i = i + 1)
+          if (lane == i[15:0]) m_TDATA[64*i +: 64] <= s_TDATA;
+          else if (lane == 16'd0) m_TDATA[64*i +: 64] <= 64'd0;  // a wide beat starts: zero above
+        m_TLAST <= s_TLAST;
         if (flush) begin
-          m_TDATA <= phase != 2'd2 ? {{(64*L-64){1'b0}}, s_TDATA} : placed;
-          m_TLAST <= s_TLAST;
           m_TVALID <= 1'b1;
-          acc <= {(64*L){1'b0}};
           lane <= 16'd0;
         end else begin
-          acc <= placed;
           lane <= lane + 16'd1;
         end
         if (phase != 2'd2) phase <= phase + 1'b1;
