@@ -21,6 +21,8 @@
 
     [nodes.fc0]           # one node, like hls4ml's per-layer configuration
     parallelism = 4       # MACs per cycle of a linear node's kernel (folding)
+    [nodes.act0]
+    lanes = 2             # 64-bit beats a cycle of a row-wise node's kernel (folding; the rtl flow)
 
 Every key is checked against ``SCHEMA`` (type and range); an unknown section or key, a bad value,
 a node the graph lacks, or a setting a node cannot take is an ``AmpHlsError`` naming the file
@@ -30,6 +32,7 @@ use one precision per tensor class (``numerics.NumericConfig``), set in ``[preci
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import sys
@@ -39,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import AmpHlsError, NumericsError
-from .ir import GraphCore, graph_from_json
+from .ir import NODE_KINDS, GraphCore, graph_from_json
 from .numerics import Precision
 from .runtime.optim import OPTIMIZERS
 
@@ -127,6 +130,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
 }
 NODE_KEYS: dict[str, Key] = {
     "parallelism": Key(INT, _positive, "MACs per cycle of a linear node's kernel"),
+    "lanes": Key(INT, _positive, "64-bit beats a cycle of a row-wise node's kernel (1, 2, 4 or 8; the rtl flow)"),
 }
 # settings hls4ml has per layer that this design fixes for the whole model: refused, and why
 REFUSED_NODE_KEYS = {
@@ -161,6 +165,10 @@ class RunConfig:
                 if key == "parallelism" and kind != "linear":
                     raise AmpHlsError(f"{self.source}: [nodes.{name}] parallelism: node {name!r} is of kind {kind}; "
                                       "only linear nodes have a parallelism")
+                if key == "lanes" and "lanes" not in {f.name for f in dataclasses.fields(NODE_KINDS[kind])}:
+                    laned = sorted(k for k, c in NODE_KINDS.items() if any(f.name == "lanes" for f in dataclasses.fields(c)))
+                    raise AmpHlsError(f"{self.source}: [nodes.{name}] lanes: node {name!r} is of kind {kind}; "
+                                      f"only row-wise nodes have lanes ({', '.join(laned)})")
                 by_name[name]["attrs"][key] = value
         return graph_from_json(doc)
 

@@ -63,7 +63,7 @@ def test_a_file_is_read_and_validated(config_file):
     ({"precision": {"grads": "Q40.3"}}, r"\[precision\] grads: Precision width must be in \[2, 32\]"),
     ({"device": {"board": "zedboard"}}, r"\[device\] board: unknown board 'zedboard'; known boards: kv260"),
     ({"nodes": {"fc0": {"precision": "Q8.4"}}}, r"\[nodes\.fc0\] precision: per-node precision is not supported"),
-    ({"nodes": {"fc0": {"reuse": 2}}}, r"unknown key \[nodes\.fc0\] reuse; known: parallelism"),
+    ({"nodes": {"fc0": {"reuse": 2}}}, r"unknown key \[nodes\.fc0\] reuse; known: parallelism, lanes"),
     ({"nodes": {"fc0": 4}}, r"\[nodes\.fc0\] must be a table"),
 ])
 def test_every_error_names_the_file_and_the_key(doc, match):
@@ -77,6 +77,9 @@ def test_per_node_settings_are_checked_against_the_graph():
         config_from_dict({"nodes": {"act0": {"parallelism": 2}}}).apply(graph)
     with pytest.raises(AmpHlsError, match=r"\[nodes\.fc9\]: graph 'mlp' has no node 'fc9' \(its nodes: x, fc0"):
         config_from_dict({"nodes": {"fc9": {"parallelism": 2}}}).apply(graph)
+    with pytest.raises(AmpHlsError, match=r"\[nodes\.fc0\] lanes: node 'fc0' is of kind linear; only row-wise nodes"):
+        config_from_dict({"nodes": {"fc0": {"lanes": 2}}}).apply(graph)
+    assert config_from_dict({"nodes": {"act0": {"lanes": 4}}}).apply(graph).nodes["act0"].lanes == 4  # type: ignore[attr-defined]
 
 
 def test_unreadable_files_are_named(tmp_path):
