@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from ..codegen.boards import Board
-from ..design import DeviceDesign, DeviceOptions, dx_skipped, port_reads
+from ..design import DeviceDesign, DeviceOptions, StreamEnd, dx_skipped, port_reads
 from ..errors import AmpHlsError
 from ..host.profile import StreamProfile, since
 from ..ir import LIMITS, GraphCore, Linear, Node, node_lanes
@@ -466,13 +466,13 @@ def pace(design: DeviceDesign, loads: dict[str, Load], n: int, mak: int, options
             ph = phase_of(port)
             specs = (node, list(kernel.in_specs), list(kernel.out_specs))
             c, c0 = (model.message_cycles(*specs, o, port, rows, **flag) if model else 0 for o in (options, no_dump))
-            floor = converted_beats(design, lanes_of, name, port, rows)  # a converter on its streams
-            c, c0 = max(c, floor), max(c0, floor)
+            floor, stall = converted_beats(design, lanes_of, name, port, rows)  # converters on its streams
+            c, c0 = c + stall, c0 + stall
             # up to the output's last beat out (a Linear's dx before its dW loop): what the path waits for
             passed = getattr(model, "passed_cycles", None)  # only a Linear's differs from its cycles
             out = passed(*specs, options, port, rows, **flag) if passed else c
             spec = graph.input_spec(name, int(port[2:])) if ph == "forward" else graph.spec(name, int(port[3:-5]))
-            beats = message_beats(Kind.DATA, rows, spec.width, node_lanes(node))  # as the kernel reads them
+            beats = max(message_beats(Kind.DATA, rows, spec.width, node_lanes(node)), floor)  # as it reads them
             acc = per_port.setdefault(port, [0.0] * 7)
             for k, x in enumerate((_on_path(min(out, c), beats), _on_path(c, beats), c,
                                    _on_path(min(out, c0), beats), _on_path(c0, beats), c0, 1)):
@@ -512,34 +512,50 @@ def pace(design: DeviceDesign, loads: dict[str, Load], n: int, mak: int, options
 
 
 ROWS_KEPT_OUT = ("rowsum", "group", "ungroup")  # kinds whose output messages have other rows than the input's
+SEQUENTIAL_OUT = ("split", "broadcast")  # kinds that write a forward message's outputs one after another
+STREAMED_OUT = ("activation",)  # a beat out for each beat in: its writes take as long as its reads
 
 
-def converted_beats(design: DeviceDesign, lanes_of: Callable[[str], int], name: str, port: str, rows: int) -> float:
-    """The least cycles a message of ``rows`` on ``port`` takes at a laned kernel that reads or
-    writes it through a converter (templates/rtl/top.sv.j2: where a stream's other end has fewer
-    lanes): amp_narrow and amp_widen move one 64-bit beat a cycle, so the kernel waits for the
-    narrow beats of the stream it reads, and of each it writes where the rows stay the same (a
-    join writes once for all its parts: its share per part); 0 at a kernel of one lane, whose
-    own cycles count every 64-bit beat already. ``lanes_of``: each node's lanes (a folding
-    candidate's)."""
+def converted_beats(design: DeviceDesign, lanes_of: Callable[[str], int], name: str, port: str,
+                    rows: int) -> tuple[float, float]:
+    """What the converters on a laned kernel's streams (templates/rtl/top.sv.j2: amp_narrow and
+    amp_widen, where a stream's two ends have different lanes; each moves one 64-bit beat a
+    cycle) do to a message of ``rows`` on ``port``: (the 64-bit beats it then reads, one a
+    cycle; 0 where it reads its own width, the cycles it adds). It reads a converted stream no
+    faster than that stream's 64-bit beats, so its read takes that many cycles rather than its
+    own wide beats. It writes into a FIFO as wide as itself, which the converter drains a 64-bit
+    beat a cycle: once the FIFO is full, the rest of the message waits on the drain, unless it
+    writes no faster than it reads (an activation fed through a converter; the outputs of a
+    split or broadcast add up, one after another; a join writes once for all its parts: its
+    share per part). (0, 0) at a kernel of one lane, whose own cycles count every 64-bit beat
+    already. ``lanes_of``: each node's lanes (a folding candidate's)."""
     own = lanes_of(name)
     if own == 1:
-        return 0.0
+        return 0.0, 0.0
     kernel = design.nodes[name]
     streams = {link.name: link for link in design.wiring.streams}
     backward = port.endswith("_grad")
     parts = sum(1 for p in kernel.ports if port_reads(p) and p.endswith("_grad") == backward)
     share = 1 / parts if _joins(kernel.node, "backward" if backward else "forward") else 1.0
-    most = 0.0
+
+    def lanes_at(end: StreamEnd) -> int:
+        return 1 if end.top in ("k_demux", "k_mux") else lanes_of(end.top.removeprefix("k_"))
+
+    read = streams[kernel.streams[kernel.ports.index(port)]]
+    least = float(message_beats(read.kind, rows, read.width)) if lanes_at(read.src) != own else 0.0
+    slower = max(0.0, least - message_beats(read.kind, rows, read.width, own))  # than its own read
+    stalls = []
     for p, s in zip(kernel.ports, kernel.streams, strict=True):
         link = streams[s]
-        reads = port_reads(p)
-        if p.endswith("_grad") != backward or (reads and p != port) or (not reads and kernel.node.kind in ROWS_KEPT_OUT):
+        if p.endswith("_grad") != backward or port_reads(p):
             continue
-        end = link.src if reads else link.dst
-        if (1 if end.top in ("k_demux", "k_mux") else lanes_of(end.top.removeprefix("k_"))) < own:
-            most = max(most, message_beats(link.kind, rows, link.width) * (1.0 if reads else share))
-    return most
+        if kernel.node.kind not in ROWS_KEPT_OUT and lanes_at(link.dst) != own:
+            narrow, wide = message_beats(link.kind, rows, link.width), message_beats(link.kind, rows, link.width, own)
+            held = ((1 << design.fifo_address_bits[link.name]) + 1) * own  # 64-bit beats its FIFO takes at once
+            writing = max(wide, least) if kernel.node.kind in STREAMED_OUT else wide
+            stalls.append(max(0.0, narrow - held - writing) * share)
+    sequential = kernel.node.kind in SEQUENTIAL_OUT and not backward
+    return least, slower + (sum(stalls) if sequential else max(stalls, default=0.0))
 
 
 def batched(placement: Placement, inputs: Sequence[Inputs], mak: int, seed: int = 0) -> list[tuple[dict[str, Load], int]]:

@@ -64,7 +64,7 @@ USES: dict[str, tuple[str, ...]] = {
     "lut": ("one", "tags", "lanes", "shift", "rows", "wide", "kbits", "routes", "ports"),
     "ff": ("one", "tags", "lanes", "wide", "akbits", "routes", "ports"),  # not kbits: a memory moving to block RAM
     # frees LUTs, and a fit on kbits would have the FFs drop with more slots
-    "dsp": ("one", "lanes"),
+    "dsp": ("one", "lanes", "wide"),  # wide: a laned activation's or mul's multipliers
     "bram36": ("one", "bram"),
     "lutram": ("one", "tags", "kbits"),
 }
