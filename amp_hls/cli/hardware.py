@@ -94,7 +94,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def add_fold_options(p: argparse.ArgumentParser) -> None:
     """generate's folding options (docs/board.md, Folding)."""
     p.add_argument("--fold", action=argparse.BooleanOptionalAction, default=None,
-                   help="choose each Linear's parallelism and the GRADS period for the board with the cycle "
+                   help="choose each Linear's parallelism, the row-wise kernels' lanes (rtl flow) and the GRADS period for the board with the cycle "
                    "and resource models (default: on with --board or [device] board, or [device] fold in "
                    "--config; --no-fold opts out); a default mak whose tag tables do not fit is lowered (the "
                    "fastest predicted of those that fit); refuses a design that fits at no mak")
