@@ -16,8 +16,8 @@ import pytest
 
 from amp_hls import kinds
 from amp_hls.api import check_lanes
-from amp_hls.codegen.rtl import render_kernel, render_top
 from amp_hls.codegen.boards import load_board
+from amp_hls.codegen.rtl import render_kernel, render_top
 from amp_hls.cycles import message_cycles
 from amp_hls.cycles.folding import apply, fold, format_folding
 from amp_hls.cycles.report import converted_beats

@@ -39,7 +39,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..codegen.boards import Board
-from ..design import DeviceDesign, DeviceOptions, NodeDesign, StreamLink, build_design, linear_aligned
+from ..design import (
+    DeviceDesign,
+    DeviceOptions,
+    NodeDesign,
+    StreamLink,
+    build_design,
+    linear_aligned,
+)
 from ..errors import AmpHlsError, IRError
 from ..ir import LANES, LIMITS, OUTPUTS_PER_STEP, GraphCore, Linear, graph_from_json, node_lanes
 from ..ir.validate import strongly_connected
