@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..codegen.boards import Board
 from ..design import (
@@ -364,32 +365,44 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
         slowest = max(max(cycles.values()), _busier_link(placement, loads, period, n))
         return board.clock_mhz * 1e6 / max(pace_of(period, choice, widths).cycles_per_instance, slowest)
 
+    Step = tuple[str, Any, dict[str, float], float, float]  # node, the state after it, cycles, gain, cost share
+
+    def climb(state: Any, cycles: dict[str, float], now: float,  # noqa: ANN401 - a choice or the lanes
+              steps: Callable[[Any, dict[str, float], float], list[Step]]) -> tuple[Any, dict[str, float]]:
+        """Take the step (of those ``steps`` offers) that speeds the pace the most per share of
+        what it adds, while one speeds it by at least ``PACE_GAIN`` and by at least that share
+        (the pace per MAC or LUT does not fall), until the target rate is met."""
+        while target_rate is None or now < target_rate:
+            worth = [((gain - 1) / added, name, after, c, gain) for name, after, c, gain, added in steps(state, cycles, now)
+                     if gain >= max(PACE_GAIN, 1 + added)]
+            if not worth:
+                break
+            _, _, state, cycles, gain = max(worth, key=lambda t: t[0])
+            now *= gain
+        return state, cycles
+
     def pace_steps(period: int, choice: dict[str, int], cycles: dict[str, float]) -> tuple[dict[str, int], dict[str, float], str]:
         """Once the busiest kernel goes no faster: a kernel that is not the busiest still
         lengthens an instance's round trip, which bounds the pace with few instances in flight.
-        So a Linear's next step (the first that fits) is taken while one speeds the
-        latency-priced pace by at least ``PACE_GAIN`` and by at least the share of MACs it adds
-        (the pace per MAC does not fall), the most speed per added MAC first, until the target
-        rate is met."""
+        So a Linear's next step (the first that fits) is taken by ``climb``, its cost the share
+        of MACs it adds."""
         opts = dataclasses.replace(options, muf=period)
-        now = rate(period, choice, cycles)
-        start = dict(choice)
-        while target_rate is None or now < target_rate:
-            worth = []
-            for name in sorted(set(choice) - set(fixed)):
-                p = next_fitting(choice, name)
+
+        def steps(at: dict[str, int], cycles: dict[str, float], now: float) -> list[Step]:
+            out = []
+            for name in sorted(set(at) - set(fixed)):
+                p = next_fitting(at, name)
                 if p is None:
                     continue
                 node = dataclasses.replace(nodes[name], parallelism=p)  # type: ignore[type-var]
                 trial_cycles = {**cycles, name: _node_cycles(design.nodes[name], node, loads[name], opts, n)}
-                trial = {**choice, name: p}
-                gain, added = rate(period, trial, trial_cycles) / now, (p - choice[name]) / sum(choice.values())
-                if gain >= max(PACE_GAIN, 1 + added):
-                    worth.append(((gain - 1) / added, name, trial, trial_cycles, gain))
-            if not worth:
-                break
-            _, _, choice, cycles, gain = max(worth, key=lambda t: t[0])
-            now *= gain
+                trial = {**at, name: p}
+                out.append((name, trial, trial_cycles, rate(period, trial, trial_cycles) / now,
+                            (p - at[name]) / sum(at.values())))
+            return out
+
+        start = dict(choice)
+        choice, cycles = climb(choice, cycles, rate(period, choice, cycles), steps)
         raised = [f"{name} {start[name]} -> {p}" for name, p in choice.items() if p != start[name]]
         return choice, cycles, ", ".join(raised)
 
@@ -426,27 +439,25 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
             node = dataclasses.replace(nodes[name], lanes=more[0])  # type: ignore[type-var]
             cycles = {**cycles, name: _node_cycles(design.nodes[name], node, loads[name], opts, n)}
             widths, (name, interval) = trial, after
-        now = rate(period, choice, cycles, widths)
-        while target_rate is None or now < target_rate:
-            used = pricer.total(choice, widths)
-            worth = []
+
+        def steps(at: dict[str, int], cycles: dict[str, float], now: float) -> list[Step]:
+            used = pricer.total(choice, at)
+            out = []
             for name in laneable:
-                more = [k for k in LANES if k > widths.get(name, 1)]
+                more = [k for k in LANES if k > at.get(name, 1)]
                 if not more:
                     continue
-                trial = {**widths, name: more[0]}
+                trial = {**at, name: more[0]}
                 total = pricer.total(choice, trial)
                 if _over(total, budgets):
                     continue
                 node = dataclasses.replace(nodes[name], lanes=more[0])  # type: ignore[type-var]
                 trial_cycles = {**cycles, name: _node_cycles(design.nodes[name], node, loads[name], opts, n)}
-                gain, added = rate(period, choice, trial_cycles, trial) / now, max(total.lut - used.lut, 1.0) / used.lut
-                if gain >= max(PACE_GAIN, 1 + added):
-                    worth.append(((gain - 1) / added, name, trial, trial_cycles, gain))
-            if not worth:
-                break
-            _, _, widths, cycles, gain = max(worth, key=lambda t: t[0])
-            now *= gain
+                out.append((name, trial, trial_cycles, rate(period, choice, trial_cycles, trial) / now,
+                            max(total.lut - used.lut, 1.0) / used.lut))
+            return out
+
+        widths, cycles = climb(widths, cycles, rate(period, choice, cycles, widths), steps)
         return widths, cycles, ", ".join(f"{name} lanes {k}" for name, k in sorted(widths.items()))
 
     periods = (muf,) if muf is not None else DUMP_PERIODS
