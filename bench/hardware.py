@@ -159,7 +159,7 @@ def bench_one(model: str, board_name: str, instances: int, rtlsim: bool, tb: boo
     doc: dict[str, Any] = {
         "fits": True, "mak": options.max_in_flight, "cache_slots": options.cache_slots, "mak_lowered_from": lowered,
         "mak_limit": folding.mak_limit, "lutram_depth": folding.lutram_depth,
-        "parallelism": folding.parallelism, "muf": folding.muf, "bound": folding.bound,
+        "parallelism": folding.parallelism, "lanes": folding.lanes, "muf": folding.muf, "bound": folding.bound,
         "bottleneck": folding.bottleneck, "predicted_instances_per_s": folding.instances_per_s,
         "round_trip_cycles": folding.pace.round_trip, "pace_bound": folding.pace.bound(),
         "macs": folding.dsps, "dsps": total.dsp, "board_dsps": board.resources["dsp"],
@@ -208,6 +208,8 @@ def run(models: Sequence[str], boards: Sequence[str], measured: set[tuple[str, s
 
 def summary(model: str, board: str, b: dict[str, Any], cpu: dict[str, Any]) -> str:
     par = ", ".join(f"{n}={p}" for n, p in b["parallelism"].items())
+    if b.get("lanes"):
+        par += "; lanes " + ", ".join(f"{n}={k}" for n, k in b["lanes"].items())
     total, have = b["resources"]["total"], b["resources"]["board"]
     use = ", ".join(f"{r} {total[r]:,.0f}/{have[r]:,}" for r in shown_resources(total.get("uram", 0), have))
     line = (f"{model} on {board} (mak {b['mak']}, {b['cache_slots']} slots): {par}, muf {b['muf']} -> "
