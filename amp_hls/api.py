@@ -474,12 +474,16 @@ def _fold_fitting_at(model: str | Path | ModelSpec | GraphCore, board: str, opti
                         parallelism=parallelism, muf=muf, lutram_depth=depth, lanes=lanes), options
     per = options.cache_slots // lowered
     tried = []
-    for mak in mak_candidates(fitted.max_in_flight or 1):
+    for mak in mak_candidates(fitted.max_in_flight or 1):  # the mak chosen on the MACs alone: lanes
+        # for every candidate would cost a minute each on ggsnn-qm9, and come after the MACs anyway
         trial = dataclasses.replace(fitted, cache_slots=mak * per, max_in_flight=mak)
         tried.append((fold_for(model, board, options=trial, config=config, target_rate=target_rate,
-                               parallelism=parallelism, muf=muf, lutram_depth=depth, lanes=lanes), trial))
+                               parallelism=parallelism, muf=muf, lutram_depth=depth, lanes=False), trial))
     best = max(f.instances_per_s for f, _ in tried)
     folding, chosen = next((f, o) for f, o in tried if f.instances_per_s >= 0.95 * best)
+    if lanes:
+        folding = fold_for(model, board, options=chosen, config=config, target_rate=target_rate,
+                           parallelism=parallelism, muf=muf, lutram_depth=depth, lanes=True)
     # "raise --mak" would mislead: every mak above the most that fit was refused for its tag tables
     bound = folding.bound.replace(RAISE_MAK, f"a larger mak does not fit {board} (its tag tables; "
                                              f"mak {lowered} was lowered to {fitted.max_in_flight})")

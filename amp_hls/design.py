@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -229,6 +230,11 @@ class Wiring:
     demux_routes: tuple[dict[str, Any], ...]  # host_in -> stream, by channel id
     mux_routes: tuple[dict[str, Any], ...]  # stream -> host_out, stamped with its channel id
     kernel_streams: dict[str, tuple[str, ...]]  # device node -> stream per ``kernel_ports`` entry
+
+    @cached_property
+    def links(self) -> dict[str, StreamLink]:
+        """Each stream by name."""
+        return {link.name: link for link in self.streams}
 
     @property
     def demux_ports(self) -> list[str]:

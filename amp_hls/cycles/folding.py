@@ -442,8 +442,11 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
 
         def steps(at: dict[str, int], cycles: dict[str, float], now: float) -> list[Step]:
             used = pricer.total(choice, at)
+            # a kernel whose cycles an instance are under 1% of the round trip cannot speed the
+            # pace by PACE_GAIN: not priced (each pricing is a pace, tens of ms on ggsnn-qm9)
+            floor = (PACE_GAIN - 1) * pace_of(period, choice, at).round_trip
             out = []
-            for name in laneable:
+            for name in (x for x in laneable if cycles[x] >= floor):
                 more = [k for k in LANES if k > at.get(name, 1)]
                 if not more:
                     continue

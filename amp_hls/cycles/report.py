@@ -533,7 +533,7 @@ def converted_beats(design: DeviceDesign, lanes_of: Callable[[str], int], name: 
     if own == 1:
         return 0.0, 0.0
     kernel = design.nodes[name]
-    streams = {link.name: link for link in design.wiring.streams}
+    streams = design.wiring.links
     backward = port.endswith("_grad")
     parts = sum(1 for p in kernel.ports if port_reads(p) and p.endswith("_grad") == backward)
     share = 1 / parts if _joins(kernel.node, "backward" if backward else "forward") else 1.0
