@@ -187,6 +187,9 @@ def dx_skipped(placement: Placement) -> frozenset[str]:
     return frozenset(n for n in placement.device_nodes if skips_dx(placement.graph, n))
 
 
+BOUNDARY_TOPS = ("k_demux", "k_mux")  # the boundary's modules, at the host end of their streams
+
+
 @dataclass(frozen=True)
 class StreamEnd:
     top: str  # kernel top function / module: k_<node>, k_demux or k_mux
@@ -194,6 +197,11 @@ class StreamEnd:
 
     def __str__(self) -> str:
         return f"{self.top}.{self.port}"
+
+    @property
+    def node(self) -> str | None:
+        """The device node whose kernel this is; None at the boundary (``k_demux``, ``k_mux``)."""
+        return None if self.top in BOUNDARY_TOPS else self.top.removeprefix("k_")
 
 
 @dataclass(frozen=True)
@@ -215,6 +223,15 @@ class StreamLink:
     def max_message_beats(self) -> int:
         """The longest message, in 64-bit beats."""
         return message_beats(self.kind, self.max_rows, self.width)
+
+    @property
+    def converters(self) -> list[tuple[str, int]]:
+        """The converters amp_top puts on it (templates/rtl/top.sv.j2), as (part, lanes): an
+        amp_narrow after a wide writer, an amp_widen before a wide reader, none where they agree."""
+        if self.src_lanes == self.dst_lanes:
+            return []
+        return [*([("narrow", self.src_lanes)] if self.src_lanes > 1 else []),
+                *([("widen", self.dst_lanes)] if self.dst_lanes > 1 else [])]
 
     @property
     def max_written_beats(self) -> int:
@@ -506,9 +523,8 @@ def board_fifo_problems(design: DeviceDesign) -> list[str]:
 
 
 def _end_lanes(graph: GraphCore, end: StreamEnd) -> int:
-    """The lanes of a stream's end: its kernel's node's, 1 at the boundary (``k_demux``, ``k_mux``)."""
-    name = end.top.removeprefix("k_")
-    return node_lanes(graph.nodes[name]) if name in graph.nodes and end.top not in ("k_demux", "k_mux") else 1
+    """The lanes of a stream's end: its kernel's node's, 1 at the boundary."""
+    return 1 if end.node is None else node_lanes(graph.nodes[end.node])
 
 
 def _wiring(graph: GraphCore, placement: Placement) -> Wiring:

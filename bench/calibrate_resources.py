@@ -337,11 +337,18 @@ def fit(samples: list[Sample], placements: tuple[str, ...] = rm.PLACEMENTS) -> t
     return best
 
 
-def rtl_key() -> str:
-    """A hash of the RTL templates and hw/rtl: which RTL the coefficients were fitted to."""
+UNSAMPLED = ("top.sv.j2", "harness.sv.j2", "board.v.j2")  # amp_top, the test harness and the board
+# wrapper: no sample synthesises them (amp_top's streams are priced as FIFOs and converters)
+
+
+def rtl_key(root: Path | None = None) -> str:
+    """A hash of the RTL templates and hw/rtl the samples synthesise: which RTL the coefficients
+    were fitted to (``root``: another checkout's, to compare)."""
+    templates, hw = (templates_dir(), hw_dir()) if root is None else (root / "templates", root / "hw")
     h = hashlib.sha256()
-    for path in sorted([*(templates_dir() / "rtl").rglob("*.j2"), *(hw_dir() / "rtl").glob("*.sv")]):
-        h.update(path.name.encode() + path.read_bytes())
+    for path in sorted([*(templates / "rtl").rglob("*.j2"), *(hw / "rtl").glob("*.sv")], key=lambda p: p.name):
+        if path.name not in UNSAMPLED:
+            h.update(path.name.encode() + path.read_bytes())
     return h.hexdigest()[:16]
 
 

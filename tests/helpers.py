@@ -18,11 +18,11 @@ from amp_hls.design import index_bits
 from amp_hls.host.runner import HostRunner
 from amp_hls.ir import Graph
 from amp_hls.kernels import LinearKernel
-from amp_hls.message import Tag
+from amp_hls.message import Direction, Tag
 from amp_hls.models import Inputs
 from amp_hls.numerics import NumericConfig
 from amp_hls.runtime import Engine
-from amp_hls.wire import TAG_BITS
+from amp_hls.wire import TAG_BITS, ChannelMap, ChannelSpec, Kind, Shape, WireMessage, encode_beats
 
 FIXED = NumericConfig("fixed")
 
@@ -126,3 +126,11 @@ def activation_chain(name: str, width: int, max_rows: int) -> Graph:
     h = g.activation(h, "sigmoid", name="act1")
     g.loss(h, g.source("t", width=width, max_rows=max_rows), "mse")
     return g.validate()  # type: ignore[return-value]
+
+
+def data_message_beats(rows: int, width: int, rng: np.random.Generator, tag: Tag | None = None) -> list[int]:
+    """One forward DATA message of ``rows`` x ``width`` random int16 elements, as its 64-bit beats
+    (the lanes tests' reference input: wire.to_lanes)."""
+    channels = ChannelMap([ChannelSpec(3, "x", {Kind.DATA: Shape(width, rows)})])
+    msg = WireMessage(3, Kind.DATA, Direction.FWD, tag or Tag(7, (1, 2)), rng.integers(-(2**15), 2**15, (rows, width)))
+    return [int(b) for b in encode_beats(msg, channels)[0]]

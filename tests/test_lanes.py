@@ -24,35 +24,20 @@ from amp_hls.cycles.report import converted_beats
 from amp_hls.design import DeviceOptions, build_design
 from amp_hls.errors import AmpHlsError, IRError, WireError
 from amp_hls.ir import Graph, graph_from_json
-from amp_hls.message import Direction, Tag
 from amp_hls.wire import (
-    ChannelMap,
-    ChannelSpec,
     Kind,
-    Shape,
-    WireMessage,
     beats_per_row,
-    encode_beats,
     from_lanes,
     message_beats,
     to_lanes,
 )
-from tests.helpers import activation_chain
-
-
-def _message(rows: int, width: int, seed: int = 0) -> list[int]:
-    """One DATA message of random int16 elements as its 64-bit beats."""
-    rng = np.random.default_rng(seed)
-    payload = rng.integers(-(2**15), 2**15, (rows, width))
-    channels = ChannelMap([ChannelSpec(3, "x", {Kind.DATA: Shape(width, rows)})])
-    data, _ = encode_beats(WireMessage(3, Kind.DATA, Direction.FWD, Tag(7, (1, 2)), payload), channels)
-    return [int(b) for b in data]
+from tests.helpers import activation_chain, data_message_beats
 
 
 @pytest.mark.parametrize("width", [1, 4, 5, 9, 16, 40, 70])
 @pytest.mark.parametrize("lanes", [1, 2, 4, 8])
 def test_the_wide_layout_is_the_narrow_one_with_bigger_beats(width: int, lanes: int) -> None:
-    beats = _message(3, width)
+    beats = data_message_beats(3, width, np.random.default_rng(0))
     wide = to_lanes(beats, width, lanes)
     assert len(wide) == message_beats(Kind.DATA, 3, width, lanes)
     assert wide[:2] == beats[:2]  # header and state alone, in the low 64 bits
@@ -70,7 +55,7 @@ def test_the_wide_layout_is_the_narrow_one_with_bigger_beats(width: int, lanes: 
 
 def test_the_wide_layout_refuses_what_is_not_a_message() -> None:
     with pytest.raises(WireError, match="not a message of rows of 3 beats"):
-        to_lanes(_message(2, 9)[:-1], 9, 2)
+        to_lanes(data_message_beats(2, 9, np.random.default_rng(0))[:-1], 9, 2)
     with pytest.raises(WireError, match="of 2 lanes"):
         from_lanes([1, 2, 3], 9, 2)
 

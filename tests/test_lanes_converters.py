@@ -18,17 +18,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from amp_hls.message import Direction, Tag
+from amp_hls.message import Tag
 from amp_hls.wire import (
-    ChannelMap,
-    ChannelSpec,
     Kind,
-    Shape,
-    WireMessage,
     beats_per_row,
-    encode_beats,
     to_lanes,
 )
+from tests.helpers import data_message_beats
 
 runner = pytest.importorskip("amp_hls.sim.runner")
 cocotb = pytest.importorskip("cocotb")
@@ -43,7 +39,6 @@ TOP = "lanes_tb"
 WIDTH, MAX_ROWS, MESSAGES = 13, 4, 40
 LANES = (2, 8)
 RTL = Path(__file__).resolve().parents[1] / "hw" / "rtl" / "amp_lanes.sv"
-CHANNELS = ChannelMap([ChannelSpec(5, "x", {Kind.DATA: Shape(WIDTH, MAX_ROWS)})])
 
 
 def _wrapper() -> str:
@@ -75,13 +70,9 @@ def test_the_converters_are_their_reference_under_stalls(tmp_path: Path) -> None
 def _messages(rng: random.Random) -> list[list[int]]:
     """``MESSAGES`` DATA messages of 1..MAX_ROWS rows of random int16, as their 64-bit beats."""
     nprng = np.random.default_rng(rng.getrandbits(32))
-    out = []
-    for i in range(MESSAGES):
-        rows = rng.randint(1, MAX_ROWS)
-        state = tuple(rng.randrange(1 << 16) for _ in range(rng.randint(0, 2)))
-        msg = WireMessage(5, Kind.DATA, Direction.FWD, Tag(i, state), nprng.integers(-(2**15), 2**15, (rows, WIDTH)))
-        out.append([int(b) for b in encode_beats(msg, CHANNELS)[0]])
-    return out
+    return [data_message_beats(rng.randint(1, MAX_ROWS), WIDTH, nprng,
+                               Tag(i, tuple(rng.randrange(1 << 16) for _ in range(rng.randint(0, 2)))))
+            for i in range(MESSAGES)]
 
 
 def _end(kind, dut, prefix: str, rng: random.Random, stall: dict[str, float]):  # type: ignore[no-untyped-def]

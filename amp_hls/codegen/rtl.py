@@ -45,6 +45,7 @@ from ..numerics import (
 )
 from ..resources import hw_dir
 from ..wire import (
+    BEAT_BITS,
     ELEMENT_BITS,
     HEADER_FIELDS,
     STATE_WORD_BITS,
@@ -145,8 +146,8 @@ def render_kernel(design: DeviceDesign, name: str) -> str:
         slot_bits=index_bits(options.cache_slots),
         epb=epb,
         lanes=lanes,
-        bw=64 * lanes,  # TDATA bits of every port (the header and state beats in the low 64)
-        wide=lambda expr: expr if lanes == 1 else f"{{{64 * lanes - 64}'d0, {expr}}}",  # a 64-bit value as a beat
+        bw=BEAT_BITS * lanes,  # TDATA bits of every port (the header and state beats in the low 64)
+        wide=lambda expr: expr if lanes == 1 else f"{{{BEAT_BITS * (lanes - 1)}'d0, {expr}}}",  # a 64-bit value as a beat
         element_bits=ELEMENT_BITS[Kind.DATA],  # a DATA lane's width, for templates that place lanes by bit
         bpr=bpr,
         col_bits=index_bits(bpr),
@@ -200,16 +201,16 @@ def render_harness(design: DeviceDesign, nodes: list[str], kernel_texts: dict[st
         return [{"name": p, "reads": r} for p, r in zip(names, reads)]
 
     kernels = [
-        {"node": n, "module": design.nodes[n].top, "error": True, "bits": 64 * node_lanes(design.nodes[n].node),
+        {"node": n, "module": design.nodes[n].top, "error": True, "bits": BEAT_BITS * node_lanes(design.nodes[n].node),
          "sat": counts_saturations(kernel_texts[n] if kernel_texts else render_kernel(design, n)),
          "ports": ports(list(design.nodes[n].ports), [port_reads(p) for p in design.nodes[n].ports])}
         for n in nodes
     ]
     demux = wires.demux_ports
-    kernels.append({"node": "demux", "module": "k_demux", "error": True, "sat": False, "bits": 64,
+    kernels.append({"node": "demux", "module": "k_demux", "error": True, "sat": False, "bits": BEAT_BITS,
                     "ports": ports(demux, [True] + [False] * (len(demux) - 1))})
     mux = wires.mux_ports
-    kernels.append({"node": "mux", "module": "k_mux", "error": False, "sat": False, "bits": 64,
+    kernels.append({"node": "mux", "module": "k_mux", "error": False, "sat": False, "bits": BEAT_BITS,
                     "ports": ports(mux, [True] * (len(mux) - 1) + [False])})
     return environment().get_template("rtl/harness.sv.j2").render(
         module=HARNESS, graph_name=design.graph.name, kernels=kernels
@@ -278,7 +279,8 @@ def render_top(design: DeviceDesign, kernel_texts: dict[str, str] | None = None)
     links = [
         dict(name=link.name, src=str(link.src), dst=str(link.dst), kind=link.kind.name,
              beats=link.max_written_beats, aw=design.fifo_address_bits[link.name],
-             src_lanes=link.src_lanes, dst_lanes=link.dst_lanes, bpr=beats_per_row(link.kind, link.width))
+             src_lanes=link.src_lanes, dst_lanes=link.dst_lanes, converters=link.converters,
+             bpr=beats_per_row(link.kind, link.width))
         for link in wires.streams
     ]
     kernels = []
@@ -296,6 +298,7 @@ def render_top(design: DeviceDesign, kernel_texts: dict[str, str] | None = None)
         mux_streams=[r["stream"] for r in wires.mux_routes],
         errors=["demux", *design.device_nodes],
         control=control_constants(),
+        beat_bits=BEAT_BITS,
     )
 
 

@@ -11,12 +11,12 @@ is passed for the node's next one that does (a Linear's memories change shape wi
 parallelism, so its resources are not monotonic in it). Then the kernels that are not the busiest
 but lengthen every instance's round trip (which bounds the pace with few in flight) get steps
 while one speeds the latency-priced pace by more than the share of MACs it adds
-(``pace_steps``). Then the row-wise kernels (activation, add, concat, ...) get lanes (wire.py,
-Lanes: 64-bit beats a cycle) the same way, each step taken while it speeds the latency-priced
-pace by more than the share of LUTs it adds (``lane_steps``; only for the rtl flow, whose kernels
-take lanes). Then the gradient-dump period is
-set (if not given) to the shortest within 5% of the best pace: each dump carries a whole weight
-matrix, so at one dump per gradient the link, not the kernels, would bound a folded design.
+(``pace_steps``). The gradient-dump period is set (if not given) to the shortest within 5% of
+the best pace: each dump carries a whole weight matrix, so at one dump per gradient the link, not
+the kernels, would bound a folded design. Last, the row-wise kernels (activation, add, concat,
+...) get lanes (wire.py, Lanes: 64-bit beats a cycle): the busiest first, then each step taken
+while it speeds the latency-priced pace by more than the share of LUTs it adds (``lane_steps``;
+only for the rtl flow, whose kernels take lanes).
 
 The pace is the report's (``report.Pace``): latency priced too, with ``mak`` instances in flight
 (the design's ``max_in_flight``) through the host's batches, so a design whose round trip is
@@ -244,7 +244,7 @@ class _Pricer:
         kernels = {name: self.laned(name, n) for name, n in lanes.items()}
         change = Resources()
         for link in self.design.wiring.streams:
-            src, dst = (lanes.get(end.top.removeprefix("k_")) for end in (link.src, link.dst))
+            src, dst = (lanes.get(end.node) if end.node is not None else None for end in (link.src, link.dst))
             if src is not None or dst is not None:
                 change = change + self._link(link, src or link.src_lanes, dst or link.dst_lanes) \
                     - self._link(link, link.src_lanes, link.dst_lanes)
@@ -430,9 +430,9 @@ def fold(graph: GraphCore, board: Board, inputs: Sequence[Inputs] | None, option
         name, interval = busiest(widths)
         while name in laneable and interval > link and (target_rate is None or rate(period, choice, cycles, widths) < target_rate):
             more = [k for k in LANES if k > widths.get(name, 1)]
-            trial = {**widths, name: more[0]} if more else widths
-            if not more or _over(pricer.total(choice, trial), budgets):
+            if not more or _over(pricer.total(choice, {**widths, name: more[0]}), budgets):
                 break
+            trial = {**widths, name: more[0]}
             after = busiest(trial)
             if after[1] >= interval:
                 break

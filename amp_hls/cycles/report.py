@@ -539,7 +539,7 @@ def converted_beats(design: DeviceDesign, lanes_of: Callable[[str], int], name: 
     share = 1 / parts if _joins(kernel.node, "backward" if backward else "forward") else 1.0
 
     def lanes_at(end: StreamEnd) -> int:
-        return 1 if end.top in ("k_demux", "k_mux") else lanes_of(end.top.removeprefix("k_"))
+        return 1 if end.node is None else lanes_of(end.node)
 
     read = streams[kernel.streams[kernel.ports.index(port)]]
     least = float(message_beats(read.kind, rows, read.width)) if lanes_at(read.src) != own else 0.0

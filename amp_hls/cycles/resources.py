@@ -330,15 +330,6 @@ def boundary_features(routes: int = 0, wide: int = 0) -> dict[str, float]:
             "ports": 0.0, "kbits": 0.0, "akbits": 0.0, "bram": 0.0, "uram": 0.0}
 
 
-def converters(link: StreamLink) -> list[tuple[str, int]]:
-    """The converters amp_top puts on a stream (templates/rtl/top.sv.j2), as (part, lanes): an
-    amp_narrow after a wide writer, an amp_widen before a wide reader, none where they agree."""
-    if link.src_lanes == link.dst_lanes:
-        return []
-    return [*([("narrow", link.src_lanes)] if link.src_lanes > 1 else []),
-            *([("widen", link.dst_lanes)] if link.dst_lanes > 1 else [])]
-
-
 @dataclass(frozen=True)
 class Row:
     """The fitted coefficients of one kind (or boundary part): resource -> feature -> coefficient."""
@@ -463,7 +454,7 @@ def link_resources(link: StreamLink, options: DeviceOptions, coefficients: Coeff
     bits = fifo_address_bits(link, options)
     _, moved = split_moved([fifo_memory(bits, link.src_lanes)], "cost", options)
     out = b["fifo"].price(fifo_features(bits, options.use_uram, kept=not moved, lanes=link.src_lanes)) + lutram_price(moved)
-    for part, lanes in converters(link):
+    for part, lanes in link.converters:
         out = out + b[part].price(boundary_features(wide=lanes - 1))
     return out
 
